@@ -1,0 +1,28 @@
+# The README's two commands: `make run` and `make test`. Both set up .venv first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SNAKEMAKE_ARGS ?=
+
+.PHONY: run test setup clean-venv
+
+setup: $(STAMP)
+
+# Re-install only when the pins or the package metadata change. The venv's own
+# pip.conf applies constraints.txt to every later `pip install` in it as well.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	printf '[install]\nconstraint = %s\n' "$(abspath constraints.txt)" > $(VENV)/pip.conf
+	$(BIN)/python -m pip install --quiet --upgrade "pip<25" -c constraints.txt
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $@
+
+run: setup
+	$(BIN)/snakemake --profile profiles/default $(SNAKEMAKE_ARGS)
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from lipnorm.cli import main
+
+raise SystemExit(main())
