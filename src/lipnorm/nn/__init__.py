@@ -1,0 +1,1 @@
+"""Graph attention layers with LipschitzNorm, and the deep models built from them."""
