@@ -11,7 +11,10 @@ import sys
 
 
 class UsageError(Exception):
-    """Bad user input: printed as `lipnorm: error: ...`, exit code 2."""
+    """Bad user input: printed as `lipnorm: error: ...`, exit code 2.
+
+    Library code raises ValueError for bad settings; main() reports both the same way.
+    """
 
 
 def _add_data(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except UsageError as err:
+    except (UsageError, ValueError) as err:
         parser.error(str(err))
     return 0
 
