@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import dgl
 import dgl.function as fn
 import torch
+
+# LipschitzNorm settings of the attention layers: plain or normalised scores, and the
+# normaliser's formula (the paper's, or the authors' public code's).
+NORMS = ("none", "lip")
+VARIANTS = ("paper", "official")
 
 
 def safe_divide(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
@@ -31,3 +38,19 @@ def neighbour_max(graph: dgl.DGLGraph, src_values: torch.Tensor) -> torch.Tensor
         graph.srcdata["_value"] = src_values
         graph.update_all(fn.copy_u("_value", "_m"), fn.max("_m", "_max"))
         return graph.dstdata["_max"]
+
+
+def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: int) -> None:
+    """Raise `ValueError` naming the value if an attention layer's option is not allowed.
+
+    `sizes` (e.g. `in_feats=..., num_heads=...`) must each be at least 1.
+    """
+    if norm not in NORMS:
+        raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(NORMS)}")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
