@@ -1,0 +1,255 @@
+"""Graph attention layer (GAT) with optional LipschitzNorm on its attention scores.
+
+The layer is DGL's `GATConv` (homogeneous graphs, heads returned separately) with one
+change when norm="lip": for head h, destination i and in-neighbour j (self-loop included),
+the score
+
+    e_ij = a_l . W h_j + a_r . W h_i
+
+is replaced by alpha * e_ij / (u v) before the LeakyReLU and the edge softmax, where
+(Dasoulas, Scaman, Virmaux, "Lipschitz normalization for self-attention layers with
+application to graph neural networks", ICML 2021):
+
+- variant="paper":    u = ||[a_l; a_r]||_2 of head h,
+                      v = v_i = sqrt(||W h_i||^2 + max_{k in N(i)} ||W h_k||^2),
+  so |normalised score| <= alpha by Cauchy-Schwarz, since
+  |e_ij| <= ||[a_l; a_r]|| ||[W h_j; W h_i]|| <= u v_i.
+- variant="official": the normaliser of the authors' public PyG code (see `GATConv`).
+
+All norms are per head, of the head's D-dimensional slice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dgl
+import dgl.function as fn
+import torch
+from dgl.nn.functional import edge_softmax
+from torch import nn
+
+from lipnorm.nn.functional import NORMS, VARIANTS, check_attention_options, neighbour_max
+
+__all__ = ["GATConv", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
+# The public code scales the attention norm by this constant (`att_norm=4`).
+OFFICIAL_ATTENTION_FACTOR = 4.0
+
+
+def _scaled_inverse_sqrt(squared: torch.Tensor, scale: float, eps: float) -> torch.Tensor:
+    """`scale / sqrt(squared)` where `sqrt(squared) > eps`, and 0 elsewhere.
+
+    `squared` is the squared bound (u v)^2 >= e^2, so a bound at or below eps only meets a
+    score of the same size, whose direction is numerically meaningless: it gets the
+    neutral score 0 (uniform attention). `torch.where` on an input clamped to 1 there, not
+    `bound + eps`, keeps the exact value everywhere else and keeps the discarded branch
+    finite, so its gradient is 0 rather than NaN (the derivative of 1/sqrt is infinite at
+    0). Working on squares means no sqrt is ever taken of 0, and eps > 0 bounds the
+    result, hence the gradients, by scale / eps.
+    """
+    above = squared > eps * eps
+    safe = torch.where(above, squared, torch.ones_like(squared))
+    return torch.where(above, scale * torch.rsqrt(safe), torch.zeros_like(squared))
+
+
+class GATConv(nn.Module):
+    r"""Multi-head graph attention convolution with optional LipschitzNorm.
+
+    ``forward(graph, feat)`` maps ``feat`` ``(N, in_feats)`` to ``(N, num_heads, out_feats)``:
+
+    .. math::
+        h_i' = \sum_{j \in N(i)} \mathrm{softmax}_j(\mathrm{LeakyReLU}(s_{ij})) W h_j
+               \;[+\, \mathrm{res}(h_i)] \;[+\, b]
+
+    with :math:`s_{ij} = e_{ij}` for norm="none" (this then equals ``dgl.nn.GATConv``
+    with the same weights) and :math:`s_{ij} = \alpha e_{ij} / (u v)` for norm="lip"
+    (see the module docstring for :math:`e, u, v`).
+
+    Parameters
+    ----------
+    in_feats, out_feats, num_heads : int
+        Input size, output size per head, number of heads (all >= 1).
+    norm : "none" or "lip"
+        Plain GAT scores, or LipschitzNorm-ed scores.
+    alpha : float
+        Scale of the normalised scores (>= 0; norm="lip" only). With variant="paper",
+        every score lies in ``[-alpha, alpha]``.
+    variant : "paper" or "official"
+        Which normaliser norm="lip" uses (ignored for norm="none").
+
+        "paper" (default) is the formula of the paper, per head:
+        :math:`u_h = \|[a_l; a_r]\|_2`,
+        :math:`v_i = \sqrt{\|Wh_i\|^2 + \max_{k \in N(i)} \|Wh_k\|^2}`.
+
+        "official" is a compatibility mode reproducing the normaliser of the authors'
+        public PyG code (github.com/gdasoulas/LipschitzNorm,
+        ``normalizations/lipschitznorm.py``, ``LipschitzNorm(scale_individually=False)``
+        as used by ``models/deepgat.py`` for "lipschitznorm"):
+        :math:`u = 4 \|(a_l, a_r)\|_F`, one number over the attention parameters of all
+        heads together, and a per-edge
+        :math:`v_{ij} = \sqrt{\max_{k \in N(i)} \|Wh_k\|^2 + \|Wh_j\|^2}` (j the source,
+        per head). Their code has no alpha (alpha=1 reproduces it). What is *not*
+        reproduced: (1) their multi-head indexing bug: they take the neighbour max as
+        an ``(N, H)`` tensor, flatten it with ``.view(-1, 1)`` and index it by
+        destination node, so for ``H > 1`` the edge into node i reads the max of node
+        ``i // H`` in head ``i % H``, shared by all heads; here the max of node i in
+        head h is used, as their comment ("max_j ||x_j||^2 + ||x_i||^2") intends;
+        (2) their ``+ 1e-12`` in the denominator, replaced by the ``eps`` rule below
+        (the values differ by a relative 1e-12 / (u v)).
+    feat_drop, attn_drop : float
+        Dropout on the input features and on the attention weights.
+    negative_slope : float
+        Slope of the LeakyReLU applied to the (normalised) scores.
+    residual : bool
+        Add a residual: the input itself if ``in_feats == num_heads * out_feats``, else a
+        linear map ``res_fc`` (which then carries the bias, as in DGL).
+    bias : bool
+        Learn an additive bias of size ``num_heads * out_feats``.
+    allow_zero_in_degree : bool
+        As in DGL: by default a graph with nodes without in-edges is rejected (their
+        output would be the residual and bias only), with ``ValueError``. With True such
+        nodes are accepted and get exactly that: no message, so 0 + residual + bias.
+    eps : float
+        Where the bound ``u v`` is at most ``eps`` (e.g. all-zero features, the
+        missing-features setting), the normalised score is 0 instead of 0/0, i.e.
+        uniform attention; elsewhere the score is exact. Must be >= 0.
+    """
+
+    def __init__(
+        self,
+        in_feats: int,
+        out_feats: int,
+        num_heads: int,
+        *,
+        norm: str = "none",
+        alpha: float = 1.0,
+        variant: str = "paper",
+        feat_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        negative_slope: float = 0.2,
+        residual: bool = False,
+        bias: bool = True,
+        allow_zero_in_degree: bool = False,
+        eps: float = 1e-12,
+    ):
+        super().__init__()
+        check_attention_options(
+            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
+        )
+        if not (math.isfinite(eps) and eps >= 0):
+            raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+        self.in_feats = in_feats
+        self.out_feats = out_feats
+        self.num_heads = num_heads
+        self.norm = norm
+        self.alpha = alpha
+        self.variant = variant
+        self.eps = eps
+        self.allow_zero_in_degree = allow_zero_in_degree
+        width = num_heads * out_feats
+        self.fc = nn.Linear(in_feats, width, bias=False)
+        self.attn_l = nn.Parameter(torch.empty(1, num_heads, out_feats))
+        self.attn_r = nn.Parameter(torch.empty(1, num_heads, out_feats))
+        self.feat_drop = nn.Dropout(feat_drop)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.leaky_relu = nn.LeakyReLU(negative_slope)
+        # DGL's layout: a linear residual carries the bias, so there is no second one.
+        linear_residual = residual and in_feats != width
+        if not residual:
+            self.register_module("res_fc", None)
+        elif linear_residual:
+            self.res_fc = nn.Linear(in_feats, width, bias=bias)
+        else:
+            self.res_fc = nn.Identity()
+        if bias and not linear_residual:
+            self.bias = nn.Parameter(torch.empty(width))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_feats={self.in_feats}, out_feats={self.out_feats}, num_heads={self.num_heads}, "
+            f"norm={self.norm!r}, alpha={self.alpha}, variant={self.variant!r}"
+        )
+
+    def reset_parameters(self) -> None:
+        """Xavier-normal weights with the ReLU gain and zero biases, as DGL's GATConv."""
+        gain = nn.init.calculate_gain("relu")
+        nn.init.xavier_normal_(self.fc.weight, gain=gain)
+        nn.init.xavier_normal_(self.attn_l, gain=gain)
+        nn.init.xavier_normal_(self.attn_r, gain=gain)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+        if isinstance(self.res_fc, nn.Linear):
+            nn.init.xavier_normal_(self.res_fc.weight, gain=gain)
+            if self.res_fc.bias is not None:
+                nn.init.zeros_(self.res_fc.bias)
+
+    def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor):
+        """Dropped-out input `(N, in_feats)` and its projection W h `(N, H, D)`."""
+        if not self.allow_zero_in_degree:
+            isolated = int((graph.in_degrees() == 0).sum())
+            if isolated:
+                raise ValueError(
+                    f"the graph has {isolated} node(s) with in-degree 0, whose output would "
+                    "be residual and bias only; add self-loops (dgl.add_self_loop) or pass "
+                    "allow_zero_in_degree=True"
+                )
+        h = self.feat_drop(feat)
+        return h, self.fc(h).view(-1, self.num_heads, self.out_feats)
+
+    def _scores(self, graph: dgl.DGLGraph, ft: torch.Tensor) -> torch.Tensor:
+        """Pre-LeakyReLU scores `(E, H, 1)`, normalised as `norm`/`variant` say."""
+        graph.srcdata["el"] = (ft * self.attn_l).sum(dim=-1, keepdim=True)
+        graph.dstdata["er"] = (ft * self.attn_r).sum(dim=-1, keepdim=True)
+        graph.apply_edges(fn.u_add_v("el", "er", "e"))
+        if self.norm == "none":
+            return graph.edata["e"]
+        squared_norm = ft.pow(2).sum(dim=-1, keepdim=True)  # ||W h_k||^2, (N, H, 1)
+        # The one extra reduce: max over in-neighbours of the squared norms (N, H, 1).
+        max_squared_norm = neighbour_max(graph, squared_norm)
+        if self.variant == "paper":
+            attn_squared = self.attn_l.pow(2).sum(-1, keepdim=True) + self.attn_r.pow(2).sum(-1, keepdim=True)
+            # Per destination node and head: alpha / (u_h v_i), then one edge op.
+            graph.dstdata["scale"] = _scaled_inverse_sqrt(
+                attn_squared * (squared_norm + max_squared_norm), self.alpha, self.eps
+            )
+            graph.apply_edges(fn.e_mul_v("e", "scale", "s"))
+            return graph.edata["s"]
+        attn_squared = OFFICIAL_ATTENTION_FACTOR**2 * (self.attn_l.pow(2).sum() + self.attn_r.pow(2).sum())
+        graph.srcdata["sq"] = squared_norm
+        graph.dstdata["max_sq"] = max_squared_norm
+        graph.apply_edges(fn.u_add_v("sq", "max_sq", "v_sq"))  # v_ij^2, (E, H, 1)
+        return graph.edata["e"] * _scaled_inverse_sqrt(attn_squared * graph.edata["v_sq"], self.alpha, self.eps)
+
+    def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+        """The scores fed to the LeakyReLU, `(E, H, 1)` in edge-ID order.
+
+        Raw ``e_ij`` for norm="none"; ``alpha e_ij / (u v)`` for norm="lip", which lies in
+        ``[-alpha, alpha]`` for variant="paper". Feature dropout applies in training mode,
+        as in `forward`.
+        """
+        with graph.local_scope():
+            _, ft = self._project(graph, feat)
+            return self._scores(graph, ft)
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, get_attention: bool = False):
+        """`feat` `(N, in_feats)` -> `(N, H, D)`; with `get_attention`, also `(E, H, 1)`.
+
+        The returned attention is the one used, i.e. after attention dropout (as DGL).
+        """
+        with graph.local_scope():
+            h, ft = self._project(graph, feat)
+            attention = self.attn_drop(edge_softmax(graph, self.leaky_relu(self._scores(graph, ft))))
+            graph.srcdata["ft"] = ft
+            graph.edata["a"] = attention
+            graph.update_all(fn.u_mul_e("ft", "a", "m"), fn.sum("m", "ft"))
+            rst = graph.dstdata["ft"]
+            if self.res_fc is not None:
+                rst = rst + self.res_fc(h).view(-1, self.num_heads, self.out_feats)
+            if self.bias is not None:
+                rst = rst + self.bias.view(1, self.num_heads, self.out_feats)
+            if get_attention:
+                return rst, attention
+            return rst
