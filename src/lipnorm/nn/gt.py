@@ -1,0 +1,150 @@
+"""Graph transformer layer with optional LipschitzNorm on its dot-product scores.
+
+The layer is PyG's `TransformerConv` (root_weight=True, no beta, heads concatenated by the
+caller) written the DGL way. For head h, destination i and in-neighbour j:
+
+    q_i = W_q x_i,  k_j = W_k x_j,  val_j = W_v x_j              (per head, size D)
+    s_ij = q_i . k_j / sqrt(D)                                   norm="none"
+    out_i = sum_j softmax_j(s_ij) val_j + W_skip x_i             skip=True
+
+LipschitzNorm ("lip", Dasoulas et al., ICML 2021) divides the score by
+max(u v, u w, v w), where v = max_j ||k_j||, w = max_j ||val_j|| (neighbour max, per head):
+
+- variant="paper":    u = ||q_i||, s_ij = alpha q_i . k_j / max(...), so |s_ij| <= alpha.
+- variant="official": the normaliser of the authors' public PyG code (gdasoulas/LipschitzNorm,
+  normalizations/quadratic_lipschitznorm.py, revision 25ddec3 with `torch.norm(Q, dim=[0,2])`,
+  applied in models/deepgt.py to the already sqrt(D)-scaled score): u is one number per
+  head, the Frobenius norm of the queries copied onto every edge,
+  sqrt(sum_i indeg(i) ||q_i||^2), over the whole (batched) graph; v and w as above; and the
+  sqrt(D) is kept: s_ij = alpha (q_i . k_j / sqrt(D)) / max(...). Their code has no alpha
+  (alpha=1 reproduces it). Not reproduced: the file's other revision (b506691), whose u
+  is one Frobenius norm over all heads together, and their `+ 1e-12` in the denominator,
+  replaced by mapping 0/0 to 0 (`lipnorm.nn.functional.safe_divide`); elsewhere the two
+  differ by a relative 1e-12 / max(...).
+
+Unlike DGL's GATConv, nodes without in-edges are accepted (as in PyG): they receive no
+message, so their output is the skip term alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dgl
+import dgl.function as fn
+import torch
+from dgl.nn.functional import edge_softmax
+from torch import nn
+
+from lipnorm.nn.functional import check_attention_options, neighbour_max, safe_divide
+
+
+class GTConv(nn.Module):
+    """Multi-head graph transformer convolution; `forward` returns `(N, num_heads, out_feats)`.
+
+    Biases: `bias` switches the biases of all four projections (`fc_q`, `fc_k`, `fc_v`,
+    `fc_skip`); with the defaults this equals PyG's `TransformerConv`, whose query, key
+    and value projections always carry a bias.
+    """
+
+    def __init__(
+        self,
+        in_feats: int,
+        out_feats: int,
+        num_heads: int,
+        *,
+        norm: str = "none",
+        alpha: float = 1.0,
+        variant: str = "paper",
+        feat_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        skip: bool = True,
+        bias: bool = True,
+    ):
+        super().__init__()
+        check_attention_options(
+            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
+        )
+        self.in_feats = in_feats
+        self.out_feats = out_feats
+        self.num_heads = num_heads
+        self.norm = norm
+        self.alpha = alpha
+        self.variant = variant
+        width = num_heads * out_feats
+        self.fc_q = nn.Linear(in_feats, width, bias=bias)
+        self.fc_k = nn.Linear(in_feats, width, bias=bias)
+        self.fc_v = nn.Linear(in_feats, width, bias=bias)
+        self.fc_skip = nn.Linear(in_feats, width, bias=bias) if skip else None
+        self.feat_drop = nn.Dropout(feat_drop)
+        self.attn_drop = nn.Dropout(attn_drop)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_feats={self.in_feats}, out_feats={self.out_feats}, num_heads={self.num_heads}, "
+            f"norm={self.norm!r}, alpha={self.alpha}, variant={self.variant!r}"
+        )
+
+    def reset_parameters(self) -> None:
+        """PyTorch's `nn.Linear` initialisation, as PyG's `TransformerConv`."""
+        for fc in (self.fc_q, self.fc_k, self.fc_v, self.fc_skip):
+            if fc is not None:
+                fc.reset_parameters()
+
+    def _heads(self, fc: nn.Linear, h: torch.Tensor) -> torch.Tensor:
+        return fc(h).view(-1, self.num_heads, self.out_feats)
+
+    def _project(self, feat: torch.Tensor):
+        """Dropped-out input and its queries, keys and values, each `(N, H, D)`."""
+        h = self.feat_drop(feat)
+        return h, self._heads(self.fc_q, h), self._heads(self.fc_k, h), self._heads(self.fc_v, h)
+
+    def _scores(self, graph: dgl.DGLGraph, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Pre-softmax scores `(E, H, 1)`, normalised as `norm`/`variant` say."""
+        graph.dstdata["q"] = q
+        graph.srcdata["k"] = k
+        graph.apply_edges(fn.v_dot_u("q", "k", "dot"))
+        dot = graph.edata["dot"]
+        if self.norm == "none":
+            return dot / math.sqrt(self.out_feats)
+        k_max = neighbour_max(graph, torch.linalg.vector_norm(k, dim=-1, keepdim=True))
+        v_max = neighbour_max(graph, torch.linalg.vector_norm(v, dim=-1, keepdim=True))
+        if self.variant == "paper":
+            u = torch.linalg.vector_norm(q, dim=-1, keepdim=True)
+            numerator = self.alpha * dot
+        else:
+            # ||stack of q_dst(e) over edges||_F per head, without materialising (E, H, D).
+            copies = graph.in_degrees().to(q.dtype).sqrt().view(-1, 1, 1)
+            u = torch.linalg.vector_norm(q * copies, dim=(0, 2), keepdim=True)
+            numerator = self.alpha * dot / math.sqrt(self.out_feats)
+        bound = torch.maximum(torch.maximum(u * k_max, u * v_max), k_max * v_max)
+        _, dst = graph.edges()
+        return safe_divide(numerator, bound[dst])
+
+    def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+        """The scores fed to the edge softmax, `(E, H, 1)` in edge-ID order.
+
+        With norm="lip", variant="paper" every entry lies in [-alpha, alpha].
+        """
+        with graph.local_scope():
+            _, q, k, v = self._project(feat)
+            return self._scores(graph, q, k, v)
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, get_attention: bool = False):
+        """`feat` `(N, in_feats)` -> `(N, H, D)`; with `get_attention`, also `(E, H, 1)`.
+
+        Nodes without in-edges get only their skip term (or 0 without skip). The returned
+        attention is the one used, i.e. after attention dropout (as DGL's GATConv).
+        """
+        with graph.local_scope():
+            h, q, k, v = self._project(feat)
+            attention = self.attn_drop(edge_softmax(graph, self._scores(graph, q, k, v)))
+            graph.srcdata["v"] = v
+            graph.edata["a"] = attention
+            graph.update_all(fn.u_mul_e("v", "a", "m"), fn.sum("m", "out"))
+            out = graph.dstdata["out"]
+            if self.fc_skip is not None:
+                out = out + self._heads(self.fc_skip, h)
+            if get_attention:
+                return out, attention
+            return out
