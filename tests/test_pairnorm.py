@@ -1,0 +1,104 @@
+"""PairNorm against a numpy transcription of the paper's formulas."""
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from lipnorm.nn.pairnorm import PairNorm
+
+MODES = ["PN", "PN-SI", "PN-SCS"]
+
+
+def reference(x, mode, s):
+    """PairNorm of a (N, F) float64 array; eps = 1e-6 inside the square roots."""
+    mean = x.mean(axis=0)
+    centred = x - mean
+    if mode == "PN":
+        return s * centred / np.sqrt(1e-6 + np.mean(np.sum(centred**2, axis=1)))
+    if mode == "PN-SI":
+        return s * centred / np.sqrt(1e-6 + np.sum(centred**2, axis=1, keepdims=True))
+    return s * x / np.sqrt(1e-6 + np.sum(x**2, axis=1, keepdims=True)) - mean
+
+
+def node_features(*shape, seed=0):
+    # Offset so that centring changes the values substantially.
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3 + 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scale", [1.0, 0.1, 10.0])
+def test_pairnorm_matches_reference(mode, scale):
+    x = node_features(9, 5)
+    got = PairNorm(mode, scale)(None, x)
+    np.testing.assert_allclose(got.numpy(), reference(x.numpy(), mode, scale), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pairnorm_flattens_heads(mode):
+    x = node_features(7, 4, 3)
+    got = PairNorm(mode, 2.0)(None, x)
+    assert got.shape == (7, 4, 3)
+    expected = reference(x.reshape(7, 12).numpy(), mode, 2.0).reshape(7, 4, 3)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_pn_centres_and_fixes_the_mean_squared_row_norm():
+    out = PairNorm("PN", 3.0)(None, node_features(11, 6))
+    torch.testing.assert_close(out.mean(dim=0), torch.zeros(6, dtype=torch.float64))
+    torch.testing.assert_close(out.pow(2).sum(dim=1).mean(), torch.tensor(9.0, dtype=torch.float64))
+
+
+def test_pn_si_gives_every_row_norm_scale():
+    out = PairNorm("PN-SI", 2.5)(None, node_features(10, 4, 2))
+    torch.testing.assert_close(out.reshape(10, -1).norm(dim=1), torch.full((10,), 2.5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("mode", [None, "None"])
+def test_mode_none_is_identity(mode):
+    x = node_features(5, 3)
+    assert PairNorm(mode)(None, x) is x
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_zero_features_stay_finite(mode):
+    x = torch.zeros(6, 4, requires_grad=True)
+    out = PairNorm(mode)(None, x)
+    out.sum().backward()
+    assert torch.equal(out, torch.zeros_like(out))
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_batched_graph_is_normalised_as_one_graph_by_default(mode):
+    graph = dgl.batch([dgl.rand_graph(4, 6), dgl.rand_graph(5, 8)])
+    x = node_features(9, 3)
+    np.testing.assert_allclose(PairNorm(mode)(graph, x).numpy(), reference(x.numpy(), mode, 1.0), atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_per_graph_normalises_each_graph_of_a_batch_alone(mode):
+    graph = dgl.batch([dgl.rand_graph(4, 6), dgl.rand_graph(5, 8)])
+    x = node_features(9, 2, 3)
+    got = PairNorm(mode, 1.5, per_graph=True)(graph, x).reshape(9, 6).numpy()
+    flat = x.reshape(9, 6).numpy()
+    expected = np.concatenate([reference(flat[:4], mode, 1.5), reference(flat[4:], mode, 1.5)])
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_per_graph_needs_the_graph():
+    with pytest.raises(ValueError, match=r"per_graph=True\) needs the graph, got None"):
+        PairNorm("PN", per_graph=True)(None, node_features(3, 2))
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"mode": "SI"}, "unknown PairNorm mode 'SI'; allowed: None, PN, PN-SI, PN-SCS"),
+        ({"scale": 0.0}, "scale must be positive, got 0.0"),
+        ({"scale": -1.0}, "scale must be positive, got -1.0"),
+    ],
+)
+def test_bad_arguments_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PairNorm(**kwargs)
