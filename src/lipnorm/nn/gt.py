@@ -36,7 +36,9 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import check_attention_options, neighbour_max, safe_divide
+from lipnorm.nn.functional import NORMS, VARIANTS, check_attention_options, neighbour_max, safe_divide
+
+__all__ = ["GTConv", "NORMS", "VARIANTS"]
 
 
 class GTConv(nn.Module):
