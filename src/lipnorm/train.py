@@ -1,0 +1,627 @@
+"""One training run: full-batch node classification with per-layer gradient logging.
+
+`run(config, out)` validates the settings, loads the dataset, erases the feature rows of
+the missing-features mask, trains with Adam and evaluates every epoch, and writes the
+run directory of docs/architecture.md (`summary.json`, `metrics.parquet`,
+`gradnorms.parquet`, `outnorms.parquet`, `train.log`) atomically.
+
+Protocols:
+- "best-val": the test metric at the epoch of best validation metric (ties: the earlier
+  epoch); `patience` stops training after that many epochs without a new best.
+- "official": as the authors' public code: `ReduceLROnPlateau` (factor 0.1, patience 10)
+  stepped on the validation loss every epoch, and the test metric of the last epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import platform
+import random
+import resource
+import sys
+import time
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import dgl
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+import lipnorm
+from lipnorm import data
+from lipnorm.io import atomic_dir, write_json, write_parquet
+from lipnorm.nn.models import (
+    MODEL_NAMES,
+    ModelConfig,
+    attention_layers,
+    build_model,
+    gradient_groups,
+)
+
+PROTOCOLS = ("best-val", "official")
+NORM_EXTRAS = ("pairnorm",)
+# The settings a run passes on to `ModelConfig` unchanged.
+MODEL_SETTINGS = ("model", "depth", "heads", "hidden", "alpha", "variant", "feat_drop", "attn_drop")
+# The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
+PLATEAU_FACTOR = 0.1
+PLATEAU_PATIENCE = 10
+
+METRICS_COLUMNS = [
+    "epoch", "train_loss", "train_metric", "val_loss", "val_metric", "test_metric", "lr", "seconds"
+]
+GRADNORMS_COLUMNS = ["epoch", "layer", "kind", "group", "grad_norm"]
+OUTNORMS_COLUMNS = ["epoch", "layer", "output_norm"]
+
+log = logging.getLogger("lipnorm.train")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of one run; `resolved()` gives the canonical, validated form."""
+
+    dataset: str = "cora"
+    model: str = "gat"
+    norm_extra: str | None = None
+    depth: int = 2
+    alpha: float = 1.0
+    heads: int = 8
+    hidden: int = 8
+    feat_drop: float | None = None  # None: the architecture's default (models.py)
+    attn_drop: float | None = None
+    missing_rate: float = 0.0
+    seed: int = 0
+    epochs: int = 200
+    lr: float = 0.005
+    weight_decay: float = 5e-4
+    protocol: str = "best-val"
+    patience: int | None = None
+    variant: str = "paper"
+    threads: int = 1
+    grad_log_every: int = 1
+    mask: str | None = None
+    data_root: str = "resources/datasets"
+    mirror: str | None = None
+    csbm: str | None = None
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> TrainConfig:
+        """A config from `settings` (keys with `_` or `-`); unknown keys are errors."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        normalised = {str(key).replace("-", "_"): value for key, value in settings.items()}
+        unknown = sorted(set(normalised) - set(names))
+        if unknown:
+            raise ValueError(
+                f"unknown training setting(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(names)}"
+            )
+        return cls(**normalised)
+
+    def model_config(self, in_feats: int, num_classes: int) -> ModelConfig:
+        shared = {name: getattr(self, name) for name in MODEL_SETTINGS}
+        return ModelConfig(in_feats=in_feats, num_classes=num_classes, **shared)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad setting; touches no file but `mask`."""
+        _check_types(self)
+        if self.dataset not in data.DATASETS:
+            raise ValueError(
+                f"unknown dataset {self.dataset!r}; allowed: {', '.join(data.DATASETS)}"
+            )
+        if self.norm_extra is not None:
+            _fold_norm_extra(self.model, self.norm_extra)
+        # The model's own checks name the value: model, depth, heads, hidden, alpha,
+        # variant, dropouts (in_feats and num_classes are only known after loading).
+        self.model_config(in_feats=1, num_classes=1).validate()
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs!r}")
+        if not 0 <= self.missing_rate <= 100:
+            raise ValueError(f"missing_rate must be in [0, 100] (percent), got {self.missing_rate!r}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32), got {self.seed!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; allowed: {', '.join(PROTOCOLS)}")
+        if self.patience is not None:
+            if self.protocol != "best-val":
+                raise ValueError(
+                    f"patience={self.patience!r} applies to protocol 'best-val' only, "
+                    f"not {self.protocol!r} (which trains for all epochs)"
+                )
+            if self.patience < 1:
+                raise ValueError(f"patience must be >= 1, got {self.patience!r}")
+        for name in ("threads", "grad_log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.mask is not None and not Path(self.mask).is_file():
+            raise ValueError(f"mask file {self.mask!r} does not exist")
+        if self.csbm is not None:
+            if self.dataset != "csbm":
+                raise ValueError(f"csbm={self.csbm!r} applies to dataset 'csbm' only, not {self.dataset!r}")
+            data.csbm_params(self.csbm)  # raises on a bad spec
+
+    def resolved(self) -> TrainConfig:
+        """Validated copy: `norm_extra` folded into `model`, whole floats as floats."""
+        self.validate()
+        model = self.model if self.norm_extra is None else _fold_norm_extra(self.model, self.norm_extra)
+        floats = {
+            field.name: float(getattr(self, field.name))
+            for field in dataclasses.fields(self)
+            if _allowed_types(field.name)[0] is float and getattr(self, field.name) is not None
+        }
+        return dataclasses.replace(self, model=model, norm_extra=None, **floats)
+
+
+def _fold_norm_extra(model: str, norm_extra: str) -> str:
+    """`gat` + `pairnorm` -> `gat-pairnorm` (idempotent on a model that has it)."""
+    if norm_extra not in NORM_EXTRAS:
+        raise ValueError(f"unknown norm_extra {norm_extra!r}; allowed: {', '.join(NORM_EXTRAS)}")
+    if model.endswith(f"-{norm_extra}"):
+        return model
+    combined = f"{model}-{norm_extra}"
+    allowed = [name for name in MODEL_NAMES if name.endswith(f"-{norm_extra}")]
+    if combined not in MODEL_NAMES:
+        raise ValueError(
+            f"norm_extra {norm_extra!r} cannot be added to model {model!r}; it exists for: "
+            f"{', '.join(name.removesuffix(f'-{norm_extra}') for name in allowed)}"
+        )
+    return combined
+
+
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", type(None): "null"}
+
+
+def _allowed_types(name: str) -> tuple[type, ...]:
+    """The value types field `name` accepts (a float field takes ints too)."""
+    hint = typing.get_type_hints(TrainConfig)[name]
+    types = typing.get_args(hint) or (hint,)
+    return types + ((int,) if float in types else ())
+
+
+def _check_types(config: TrainConfig) -> None:
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        allowed = _allowed_types(field.name)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            words = dict.fromkeys(_TYPE_WORDS[t] for t in allowed if t is not int or float not in allowed)
+            raise ValueError(f"{field.name} must be {' or '.join(words)}, got {value!r}")
+
+
+def load_config(path: str | Path | None, overrides: Mapping[str, Any]) -> TrainConfig:
+    """Settings from a YAML/JSON file (if any), with `overrides` (the flags) on top."""
+    settings: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if path.suffix not in (".json", ".yaml", ".yml"):
+            raise ValueError(f"config file {str(path)!r} must end in .json, .yaml or .yml")
+        if not path.is_file():
+            raise ValueError(f"config file {str(path)!r} does not exist")
+        text = path.read_text()
+        if path.suffix == ".json":
+            loaded = json.loads(text)
+        else:
+            import yaml
+
+            loaded = yaml.safe_load(text)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config file {str(path)!r} must hold a mapping of settings")
+        # Normalise keys now so that a file's `missing-rate` and a flag's `missing_rate`
+        # are one key, and the flag wins.
+        settings = {str(key).replace("-", "_"): value for key, value in loaded.items()}
+    settings.update(overrides)
+    return TrainConfig.from_mapping(settings)
+
+
+def select_epoch(protocol: str, val_metrics: Sequence[float]) -> int:
+    """Index of the epoch whose test metric `protocol` reports.
+
+    "best-val": the first maximum of the validation metric; "official": the last epoch.
+    """
+    if not val_metrics:
+        raise ValueError("no epochs to select from")
+    if protocol == "official":
+        return len(val_metrics) - 1
+    if protocol == "best-val":
+        return max(range(len(val_metrics)), key=val_metrics.__getitem__)
+    raise ValueError(f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}")
+
+
+def make_scheduler(protocol: str, optimizer: torch.optim.Optimizer):
+    """The learning-rate scheduler of `protocol` (None: a constant learning rate)."""
+    if protocol == "official":
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="min", factor=PLATEAU_FACTOR, patience=PLATEAU_PATIENCE
+        )
+    return None
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    dgl.seed(seed)
+
+
+def compute_metric(metric: str, logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """`metric` of the predictions `logits` against `labels` (rows already selected)."""
+    if metric == "accuracy":
+        return (logits.argmax(1) == labels).double().mean().item()
+    if metric == "micro-f1":
+        predicted, actual = logits > 0, labels > 0.5
+        true_pos = (predicted & actual).sum().item()
+        false_pos = (predicted & ~actual).sum().item()
+        false_neg = (~predicted & actual).sum().item()
+        denominator = 2 * true_pos + false_pos + false_neg
+        return 2 * true_pos / denominator if denominator else 0.0
+    if metric == "ogb-accuracy":
+        # ogb checks PyPI for a newer version on import: no network here, no warning.
+        os.environ.setdefault("OUTDATED_IGNORE", "1")
+        from ogb.nodeproppred import Evaluator
+
+        result = Evaluator("ogbn-arxiv").eval(
+            {"y_true": labels.view(-1, 1), "y_pred": logits.argmax(1, keepdim=True)}
+        )
+        return float(result["acc"])
+    raise ValueError(f"unknown metric {metric!r}; allowed: accuracy, micro-f1, ogb-accuracy")
+
+
+class Setup(NamedTuple):
+    """Everything a run trains on, built deterministically from the config's seed."""
+
+    dataset: Any  # lipnorm.data.NodeDataset
+    features: torch.Tensor  # with the missing rows erased
+    model: torch.nn.Module
+    model_config: ModelConfig  # resolved
+    erased: int  # number of feature rows erased
+
+
+def prepare(config: TrainConfig) -> Setup:
+    """Seed, load the data, apply the missing-features mask, build the model."""
+    # DGL's kernels run on their own OpenMP pool: limit both.
+    torch.set_num_threads(config.threads)
+    dgl.utils.set_num_threads(config.threads)
+    seed_everything(config.seed)
+    csbm = None if config.csbm is None else data.csbm_params(config.csbm)
+    dataset = data.load_dataset(config.dataset, root=config.data_root, mirror=config.mirror, csbm=csbm)
+    if config.mask is not None:
+        mask = data.load_mask(config.mask, dataset.num_nodes)
+    else:
+        mask = data.missing_features_mask(dataset.train_mask.numpy(), config.missing_rate, config.seed)
+    features = data.apply_missing_features(dataset.features, mask)
+    model_config = config.model_config(dataset.features.shape[1], dataset.num_classes).resolved()
+    model = build_model(model_config)
+    return Setup(dataset, features, model, model_config, int(np.count_nonzero(mask)))
+
+
+class StepResult(NamedTuple):
+    finite: bool  # loss and gradient norms finite: the optimizer step was taken
+    loss: float
+    grad_norms: list[float] | None  # one per `GradientNorms.keys`, None when not measured
+    output_norms: list[float] | None  # one per attention layer
+
+
+class GradientNorms:
+    """Joint L2 norm of the gradients of each `gradient_groups` group, in one pass."""
+
+    def __init__(self, model: torch.nn.Module):
+        groups = gradient_groups(model)
+        self.keys = [(layer, kind, group) for layer, kind, group, _ in groups]
+        self.params = [param for *_, params in groups for param in params]
+        self.index = torch.tensor(
+            [i for i, (*_, params) in enumerate(groups) for _ in params], dtype=torch.long
+        )
+
+    def __call__(self) -> torch.Tensor:
+        """Norms `(len(keys),)` in float64, left on the device (no synchronisation)."""
+        present = [i for i, param in enumerate(self.params) if param.grad is not None]
+        per_param = torch._foreach_norm([self.params[i].grad for i in present])
+        # Squares in float64: a float32 square overflows at norms of ~1e19.
+        squares = torch.stack(per_param).double().square()
+        index = self.index if len(present) == len(self.params) else self.index[present]
+        totals = torch.zeros(len(self.keys), dtype=torch.float64).index_add_(0, index, squares)
+        return totals.sqrt()
+
+
+class OutputNorms:
+    """Forward hooks keeping the Frobenius norm of each attention layer's output."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.layers = [index for index, _ in attention_layers(model)]
+        self.norms: list[torch.Tensor] = []
+        self.active = False
+        self.handles = [module.register_forward_hook(self._hook) for _, module in attention_layers(model)]
+
+    def _hook(self, module, inputs, output) -> None:
+        if self.active:
+            tensor = output[0] if isinstance(output, tuple) else output
+            self.norms.append(torch.linalg.vector_norm(tensor.detach()))
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+class Trainer:
+    """Full-batch training steps and evaluation of one model on one dataset."""
+
+    def __init__(self, setup: Setup, lr: float, weight_decay: float, protocol: str):
+        dataset = setup.dataset
+        self.model = setup.model
+        self.graph = dataset.graph
+        self.features = setup.features
+        self.labels = dataset.labels
+        self.masks = (dataset.train_mask, dataset.val_mask, dataset.test_mask)
+        self.metric = dataset.metric
+        self.loss_fn = (
+            F.binary_cross_entropy_with_logits if dataset.multilabel else F.cross_entropy
+        )
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.scheduler = make_scheduler(protocol, self.optimizer)
+        self.gradient_norms = GradientNorms(self.model)
+        self.output_norms = OutputNorms(self.model)
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def train_step(self, instrument: bool = True) -> StepResult:
+        """Forward, backward and (if everything is finite) an optimizer step.
+
+        `instrument` measures the gradient-group norms (which also detect a non-finite
+        gradient) and the attention outputs' norms; False exists to time their cost.
+        """
+        train_mask = self.masks[0]
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.output_norms.norms.clear()
+        self.output_norms.active = instrument
+        try:
+            logits = self.model(self.graph, self.features)
+        finally:
+            self.output_norms.active = False
+        loss = self.loss_fn(logits[train_mask], self.labels[train_mask])
+        loss.backward()
+        if not instrument:
+            loss_value = loss.item()
+            grad_norms = output_norms = None
+        else:
+            measured = [loss.detach().double().reshape(1), self.gradient_norms()]
+            if self.output_norms.norms:
+                measured.append(torch.stack(self.output_norms.norms).double())
+            values = torch.cat(measured).tolist()  # the one synchronisation of the step
+            count = len(self.gradient_norms.keys)
+            loss_value, grad_norms, output_norms = values[0], values[1 : 1 + count], values[1 + count :]
+        finite = math.isfinite(loss_value) and all(map(math.isfinite, grad_norms or ()))
+        if finite:
+            self.optimizer.step()
+        return StepResult(finite, loss_value, grad_norms, output_norms)
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float, float, float]:
+        """`(val_loss, train_metric, val_metric, test_metric)` in eval mode."""
+        self.model.eval()
+        logits = self.model(self.graph, self.features)
+        val_mask = self.masks[1]
+        val_loss = self.loss_fn(logits[val_mask], self.labels[val_mask]).item()
+        train, val, test = (
+            compute_metric(self.metric, logits[mask], self.labels[mask]) for mask in self.masks
+        )
+        return val_loss, train, val, test
+
+
+def _versions() -> dict[str, str]:
+    return {
+        "lipnorm": lipnorm.__version__,
+        "torch": torch.__version__,
+        "dgl": dgl.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def _peak_memory_mb() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _TqdmHandler(logging.Handler):
+    """Messages to stderr without breaking the progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tqdm.write(self.format(record), file=sys.stderr)
+
+
+def _attach_log(path: Path) -> list[logging.Handler]:
+    """train.log gets every message and one line per epoch; stderr the messages."""
+    file_handler = logging.FileHandler(path)
+    file_handler.setLevel(logging.DEBUG)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    stderr_handler = _TqdmHandler()
+    stderr_handler.setLevel(logging.INFO)
+    stderr_handler.setFormatter(logging.Formatter("lipnorm train: %(message)s"))
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    for handler in (file_handler, stderr_handler):
+        log.addHandler(handler)
+    return [file_handler, stderr_handler]
+
+
+def _detach_log(handlers: list[logging.Handler]) -> None:
+    for handler in handlers:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _epoch_record(row: dict[str, float] | None) -> dict[str, float] | None:
+    if row is None:
+        return None
+    return {
+        "epoch": row["epoch"],
+        "train": row["train_metric"],
+        "val": row["val_metric"],
+        "test": row["test_metric"],
+    }
+
+
+def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
+    """Train as `config` says and write the run directory `out`; returns the summary.
+
+    Settings are validated before anything is loaded or created. A non-finite training
+    loss, gradient norm or validation loss ends the run early with status "diverged"
+    (not an error). Any exception leaves no `out` behind.
+    """
+    started = time.perf_counter()
+    config = config.resolved()
+    setup = prepare(config)
+    config = dataclasses.replace(
+        config, feat_drop=setup.model_config.feat_drop, attn_drop=setup.model_config.attn_drop
+    )
+    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    with atomic_dir(out) as tmp:
+        handlers = _attach_log(tmp / "train.log")
+        try:
+            log.info(
+                "%s on %s (%d nodes, %d classes, metric %s), %d feature rows erased, "
+                "%d parameters, %d thread(s)",
+                config.model, config.dataset, setup.features.shape[0],
+                setup.dataset.num_classes, setup.dataset.metric, setup.erased,
+                _num_params(setup.model), config.threads,
+            )
+            log.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
+            history = _train_loop(config, trainer)
+            summary = _summary(config, setup, history, started)
+            log.info(
+                "%s after %d epoch(s): test %s %s (protocol %s), best val epoch %s",
+                summary["status"], summary["epochs_run"], summary["metric"],
+                summary["test_metric"], config.protocol, summary["best_epoch"],
+            )
+        finally:
+            _detach_log(handlers)
+        frames = {
+            "metrics.parquet": pd.DataFrame(history.metrics, columns=METRICS_COLUMNS),
+            "gradnorms.parquet": pd.DataFrame(history.gradnorms, columns=GRADNORMS_COLUMNS),
+            "outnorms.parquet": pd.DataFrame(history.outnorms, columns=OUTNORMS_COLUMNS),
+        }
+        for name, frame in frames.items():
+            write_parquet(tmp / name, frame)
+        write_json(tmp / "summary.json", summary)  # last: its presence marks a finished run
+    return summary
+
+
+@dataclass
+class History:
+    """Rows of the three parquet files, and the epoch a run diverged at (if it did)."""
+
+    metrics: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    gradnorms: list[tuple] = dataclasses.field(default_factory=list)
+    outnorms: list[tuple] = dataclasses.field(default_factory=list)
+    diverged_epoch: int | None = None
+
+
+def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
+    history = History()
+    bar = tqdm(
+        range(1, config.epochs + 1), desc="train", unit="epoch", file=sys.stderr,
+        mininterval=1.0, dynamic_ncols=True,
+    )
+    for epoch in bar:
+        epoch_start = time.perf_counter()
+        lr = trainer.lr
+        step = trainer.train_step()
+        # Epoch 1 is always logged: the gradients at initialisation matter most.
+        if (epoch - 1) % config.grad_log_every == 0:
+            history.gradnorms += [
+                (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
+            ]
+            history.outnorms += [
+                (epoch, layer, norm) for layer, norm in zip(trainer.output_norms.layers, step.output_norms)
+            ]
+        val_loss = train_metric = val_metric = test_metric = math.nan
+        if step.finite:
+            val_loss, train_metric, val_metric, test_metric = trainer.evaluate()
+        if not math.isfinite(val_loss):
+            history.diverged_epoch = epoch
+            log.warning(
+                "diverged at epoch %d: train loss %r, largest gradient-group norm %r, "
+                "validation loss %r",
+                epoch, step.loss, max(step.grad_norms, key=_nan_last), val_loss,
+            )
+            break
+        if trainer.scheduler is not None:
+            trainer.scheduler.step(val_loss)
+        history.metrics.append(
+            {
+                "epoch": epoch,
+                "train_loss": step.loss,
+                "train_metric": train_metric,
+                "val_loss": val_loss,
+                "val_metric": val_metric,
+                "test_metric": test_metric,
+                "lr": lr,
+                "seconds": time.perf_counter() - epoch_start,
+            }
+        )
+        bar.set_postfix(loss=f"{step.loss:.4f}", val=f"{val_metric:.4f}", refresh=False)
+        log.debug(
+            "epoch %d loss %.6g train %.4f val_loss %.6g val %.4f test %.4f lr %.3g",
+            epoch, step.loss, train_metric, val_loss, val_metric, test_metric, lr,
+        )
+        if config.patience is not None:
+            val_metrics = [row["val_metric"] for row in history.metrics]
+            best_epoch = history.metrics[select_epoch("best-val", val_metrics)]["epoch"]
+            if epoch - best_epoch >= config.patience:
+                log.info("early stop at epoch %d: no better val metric since epoch %d", epoch, best_epoch)
+                break
+    bar.close()
+    trainer.output_norms.remove()
+    return history
+
+
+def _nan_last(value: float) -> float:
+    """Sort key putting NaN above everything, so `max` reports it."""
+    return math.inf if math.isnan(value) else value
+
+
+def _num_params(model: torch.nn.Module) -> int:
+    return sum(param.numel() for param in model.parameters() if param.requires_grad)
+
+
+def _summary(
+    config: TrainConfig,
+    setup: Setup,
+    history: History,
+    started: float,
+) -> dict[str, Any]:
+    rows, diverged_epoch = history.metrics, history.diverged_epoch
+    val_metrics = [row["val_metric"] for row in rows]
+    best = rows[select_epoch("best-val", val_metrics)] if rows else None
+    reported = rows[select_epoch(config.protocol, val_metrics)] if rows else None
+    return {
+        "config": dataclasses.asdict(config),
+        "status": "ok" if diverged_epoch is None else "diverged",
+        "diverged_epoch": diverged_epoch,
+        "metric": setup.dataset.metric,
+        "test_metric": reported["test_metric"] if reported else None,
+        "final": _epoch_record(rows[-1] if rows else None),
+        "best_val": _epoch_record(best),
+        "best_epoch": best["epoch"] if best else None,
+        "epochs_run": len(rows),
+        "wall_time_s": time.perf_counter() - started,
+        "mean_epoch_s": float(np.mean([row["seconds"] for row in rows])) if rows else None,
+        "peak_memory_mb": _peak_memory_mb(),
+        "num_params": _num_params(setup.model),
+        "versions": _versions(),
+        "device": str(setup.features.device),
+        "threads": torch.get_num_threads(),
+    }

@@ -1,0 +1,380 @@
+"""`lipnorm train`: the run directory, gradient logging, divergence, protocols, settings."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lipnorm import cli, train
+from lipnorm.nn.models import MODEL_NAMES, attention_layers, gradient_groups
+from lipnorm.train import TrainConfig
+
+TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
+SUMMARY_KEYS = {
+    "config", "status", "diverged_epoch", "metric", "test_metric", "final", "best_val",
+    "best_epoch", "epochs_run", "wall_time_s", "mean_epoch_s", "peak_memory_mb",
+    "num_params", "versions", "device", "threads",
+}
+
+
+def tiny(tmp_path: Path, **settings) -> TrainConfig:
+    base = dict(
+        dataset="csbm", csbm=TINY_CSBM, depth=2, heads=2, hidden=4, epochs=3,
+        data_root=str(tmp_path / "datasets"),
+    )
+    return TrainConfig(**{**base, **settings})
+
+
+def read_run(out: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    summary = json.loads((out / "summary.json").read_text())
+    frames = [pd.read_parquet(out / f"{name}.parquet") for name in ("metrics", "gradnorms", "outnorms")]
+    return (summary, *frames)
+
+
+def mirror_folder() -> str:
+    mirror = os.environ.get("LIPNORM_DATA_MIRROR")
+    if not mirror or not Path(mirror).is_dir():
+        pytest.fail(
+            f"LIPNORM_DATA_MIRROR={mirror!r} is not a folder: set it to the dataset mirror "
+            "(e.g. ../shared/datasets) to run the Cora tests"
+        )
+    return mirror
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_run_writes_every_file_with_documented_columns(tmp_path, model):
+    out = tmp_path / "run"
+    summary = train.run(tiny(tmp_path, model=model, missing_rate=50), out)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gradnorms.parquet", "metrics.parquet", "outnorms.parquet", "summary.json", "train.log"
+    ]
+    written, metrics, gradnorms, outnorms = read_run(out)
+    assert written == json.loads(json.dumps(summary))
+    assert set(written) == SUMMARY_KEYS
+    assert written["status"] == "ok" and written["diverged_epoch"] is None
+    assert written["epochs_run"] == 3 and written["metric"] == "accuracy"
+    assert written["config"]["model"] == model
+    # Defaults are resolved: the model's dropouts are recorded, not null.
+    assert written["config"]["feat_drop"] is not None and written["config"]["attn_drop"] is not None
+    assert set(written["versions"]) == {"lipnorm", "torch", "dgl", "numpy", "python"}
+    assert written["threads"] == 1 and written["device"] == "cpu"
+
+    assert list(metrics.columns) == train.METRICS_COLUMNS
+    assert metrics["epoch"].tolist() == [1, 2, 3]
+    assert list(gradnorms.columns) == train.GRADNORMS_COLUMNS
+    assert list(outnorms.columns) == train.OUTNORMS_COLUMNS
+
+    setup = train.prepare(tiny(tmp_path, model=model).resolved())
+    groups = gradient_groups(setup.model)
+    assert len(gradnorms) == 3 * len(groups)
+    assert not gradnorms.duplicated(["epoch", "layer", "group"]).any()
+    layers = [index for index, _ in attention_layers(setup.model)]
+    assert outnorms["layer"].tolist() == layers * 3
+    assert (gradnorms["grad_norm"] > 0).all() and (outnorms["output_norm"] > 0).all()
+    assert "epoch 3 loss" in (out / "train.log").read_text()
+
+
+def independent_first_step(config: TrainConfig) -> tuple[float, dict, dict]:
+    """Epoch 1 redone outside the trainer: loss, group norms from `p.grad`, output norms."""
+    setup = train.prepare(config.resolved())
+    dataset, model = setup.dataset, setup.model
+    outputs = {}
+    for index, module in attention_layers(model):
+        module.register_forward_hook(
+            lambda _m, _i, out, index=index: outputs.__setitem__(index, out.detach().double())
+        )
+    model.train()
+    logits = model(dataset.graph, setup.features)
+    train_mask = dataset.train_mask
+    if dataset.multilabel:
+        loss = F.binary_cross_entropy_with_logits(logits[train_mask], dataset.labels[train_mask])
+    else:
+        loss = F.cross_entropy(logits[train_mask], dataset.labels[train_mask])
+    loss.backward()
+    grad_norms = {
+        (layer, group): math.sqrt(sum((p.grad.double() ** 2).sum().item() for p in params))
+        for layer, _, group, params in gradient_groups(model)
+    }
+    output_norms = {index: out.pow(2).sum().sqrt().item() for index, out in outputs.items()}
+    return loss.item(), grad_norms, output_norms
+
+
+@pytest.mark.parametrize("model", ["gat-lip-pairnorm", "gt-lip", "gat-classic"])
+def test_logged_norms_equal_norms_recomputed_from_the_gradients(tmp_path, model):
+    config = tiny(tmp_path, model=model, depth=3, epochs=5, grad_log_every=2)
+    train.run(config, tmp_path / "run")
+    _, metrics, gradnorms, outnorms = read_run(tmp_path / "run")
+    assert sorted(gradnorms["epoch"].unique()) == [1, 3, 5]
+    assert sorted(outnorms["epoch"].unique()) == [1, 3, 5]
+
+    loss, grad_norms, output_norms = independent_first_step(config)
+    assert metrics["train_loss"].iloc[0] == pytest.approx(loss, rel=1e-6)
+    first = gradnorms[gradnorms["epoch"] == 1]
+    logged = dict(zip(zip(first["layer"], first["group"]), first["grad_norm"]))
+    assert logged.keys() == grad_norms.keys()
+    for key, expected in grad_norms.items():
+        assert logged[key] == pytest.approx(expected, rel=1e-5), key
+    first_out = outnorms[outnorms["epoch"] == 1]
+    logged_out = dict(zip(first_out["layer"], first_out["output_norm"]))
+    assert logged_out == pytest.approx(output_norms, rel=1e-5)
+
+
+def test_multilabel_dataset_trains_with_bce_and_reports_micro_f1(tmp_path, monkeypatch):
+    from lipnorm.data import csbm_params, generate_csbm
+    from lipnorm.data.dataset import build_node_dataset
+
+    base = generate_csbm(csbm_params(TINY_CSBM))
+    src, dst = base.graph.edges()
+    rng = np.random.default_rng(0)
+    labels = (rng.random((base.num_nodes, 4)) < 0.4).astype(np.float32)
+    multilabel = build_node_dataset(
+        "ppi", src, dst, base.num_nodes, base.features, labels,
+        (base.train_mask, base.val_mask, base.test_mask), 4, multilabel=True, metric="micro-f1",
+    )
+    monkeypatch.setattr(train.data, "load_dataset", lambda *args, **kwargs: multilabel)
+    config = tiny(tmp_path, dataset="ppi", csbm=None, epochs=2)
+    summary = train.run(config, tmp_path / "run")
+    assert summary["metric"] == "micro-f1"
+    _, metrics, _, _ = read_run(tmp_path / "run")
+    loss, _, _ = independent_first_step(config)
+    assert metrics["train_loss"].iloc[0] == pytest.approx(loss, rel=1e-6)
+
+
+def test_metrics_against_hand_computed_values():
+    logits = torch.tensor([[2.0, -1.0], [0.5, 1.5], [-0.2, 0.1], [3.0, 0.0]])
+    classes = torch.tensor([0, 1, 0, 1])
+    assert train.compute_metric("accuracy", logits, classes) == 0.5
+    assert train.compute_metric("ogb-accuracy", logits, classes) == 0.5
+    # Predicted positive where logit > 0: tp = 4, fp = 1, fn = 1 -> F1 = 8 / 10.
+    multi = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    assert train.compute_metric("micro-f1", logits, multi) == pytest.approx(8 / 10)
+    with pytest.raises(ValueError, match="unknown metric 'auc'"):
+        train.compute_metric("auc", logits, classes)
+
+
+def test_a_diverging_run_ends_diverged_with_its_files_and_exit_code_0(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = cli.main([
+        "train", "--dataset", "csbm", "--csbm", TINY_CSBM, "--model", "gat", "--depth", "10",
+        "--heads", "2", "--hidden", "4", "--lr", "1e6", "--epochs", "30",
+        "--data-root", str(tmp_path / "datasets"), "--out", str(out),
+    ])
+    assert code == 0
+    summary, metrics, gradnorms, _ = read_run(out)
+    assert summary["status"] == "diverged"
+    epoch = summary["diverged_epoch"]
+    assert 1 <= epoch <= 30
+    assert metrics["epoch"].tolist() == list(range(1, epoch))
+    assert summary["epochs_run"] == epoch - 1
+    # The diverged epoch's gradient norms are kept: they show what blew up.
+    assert gradnorms["epoch"].max() == epoch
+    assert f"diverged at epoch {epoch}" in capsys.readouterr().err
+
+
+def test_injected_nan_gradient_stops_before_the_optimizer_step(tmp_path, monkeypatch):
+    original = train.GradientNorms.__call__
+    calls = []
+
+    def nan_at_second_epoch(self):
+        calls.append(1)
+        norms = original(self)
+        return norms * math.nan if len(calls) == 2 else norms
+
+    monkeypatch.setattr(train.GradientNorms, "__call__", nan_at_second_epoch)
+    summary = train.run(tiny(tmp_path, epochs=4), tmp_path / "run")
+    assert summary["status"] == "diverged" and summary["diverged_epoch"] == 2
+    assert summary["epochs_run"] == 1 and summary["final"]["epoch"] == 1
+
+
+def test_same_settings_give_identical_metrics_and_another_seed_differs(tmp_path):
+    runs = {}
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        train.run(tiny(tmp_path, model="gat-lip", seed=seed, missing_rate=30), tmp_path / name)
+        runs[name] = read_run(tmp_path / name)
+    metrics_a, metrics_b, metrics_c = (runs[k][1].drop(columns="seconds") for k in "abc")
+    pd.testing.assert_frame_equal(metrics_a, metrics_b, check_exact=True)
+    pd.testing.assert_frame_equal(runs["a"][2], runs["b"][2], check_exact=True)
+    assert not np.array_equal(metrics_a["train_loss"], metrics_c["train_loss"])
+
+
+def test_select_epoch_best_val_takes_the_first_maximum_and_official_the_last():
+    val = [0.2, 0.7, 0.5, 0.7, 0.6]
+    assert train.select_epoch("best-val", val) == 1
+    assert train.select_epoch("official", val) == 4
+    assert train.select_epoch("best-val", [0.3]) == 0
+    with pytest.raises(ValueError, match="unknown protocol 'last'"):
+        train.select_epoch("last", val)
+    with pytest.raises(ValueError, match="no epochs"):
+        train.select_epoch("best-val", [])
+
+
+def test_best_val_reports_the_test_metric_of_the_first_best_val_epoch(tmp_path):
+    summary = train.run(tiny(tmp_path, epochs=8, lr=0.05), tmp_path / "run")
+    _, metrics, _, _ = read_run(tmp_path / "run")
+    best = metrics.loc[metrics["val_metric"].idxmax()]  # idxmax: first occurrence
+    assert summary["best_epoch"] == best["epoch"]
+    assert summary["test_metric"] == best["test_metric"]
+    assert summary["best_val"] == {
+        "epoch": best["epoch"], "train": best["train_metric"], "val": best["val_metric"],
+        "test": best["test_metric"],
+    }
+    assert summary["final"]["epoch"] == 8
+    assert (metrics["lr"] == 0.05).all()
+
+
+def test_official_protocol_cuts_the_lr_tenfold_after_a_plateau(tmp_path):
+    # An lr this small leaves the weights unchanged in float32, so the validation loss
+    # is flat: better at epoch 1, then 11 epochs without improvement (> patience 10).
+    summary = train.run(
+        tiny(tmp_path, protocol="official", lr=1e-30, weight_decay=0.0, epochs=14),
+        tmp_path / "run",
+    )
+    _, metrics, _, _ = read_run(tmp_path / "run")
+    assert metrics["val_loss"].nunique() == 1
+    assert metrics["lr"].tolist() == [1e-30] * 12 + [pytest.approx(1e-31, rel=1e-9)] * 2
+    assert summary["test_metric"] == metrics["test_metric"].iloc[-1]
+    assert summary["final"]["epoch"] == 14
+
+
+def test_patience_stops_best_val_after_that_many_epochs_without_improvement(tmp_path):
+    summary = train.run(
+        tiny(tmp_path, lr=1e-30, weight_decay=0.0, epochs=20, patience=3), tmp_path / "run"
+    )
+    assert summary["epochs_run"] == 4 and summary["best_epoch"] == 1
+
+
+def test_missing_features_mask_from_file_is_used(tmp_path):
+    from lipnorm.data import csbm_params, generate_csbm
+
+    num_nodes = generate_csbm(csbm_params(TINY_CSBM)).num_nodes
+    mask = np.zeros(num_nodes, dtype=bool)
+    mask[:7] = True
+    np.save(tmp_path / "mask.npy", mask)
+    train.run(tiny(tmp_path, mask=str(tmp_path / "mask.npy"), epochs=1), tmp_path / "run")
+    assert "7 feature rows erased" in (tmp_path / "run" / "train.log").read_text()
+    np.save(tmp_path / "short.npy", mask[:10])
+    with pytest.raises(ValueError, match=r"short.npy has dtype bool and shape \(10,\); expected bool of shape \(60,\)"):
+        train.run(tiny(tmp_path, mask=str(tmp_path / "short.npy")), tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_crash_leaves_no_run_directory(tmp_path, monkeypatch):
+    def crash(self):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(train.Trainer, "evaluate", crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train.run(tiny(tmp_path), tmp_path / "runs" / "run")
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+BAD_SETTINGS = [
+    ({"dataset": "corra"}, "unknown dataset 'corra'"),
+    ({"model": "gatt"}, "unknown model 'gatt'"),
+    ({"model": "gt", "norm_extra": "pairnorm"}, "cannot be added to model 'gt'"),
+    ({"norm_extra": "batchnorm"}, "unknown norm_extra 'batchnorm'"),
+    ({"depth": 0}, "depth must be an integer >= 1, got 0"),
+    ({"alpha": -0.5}, "alpha must be >= 0, got -0.5"),
+    ({"heads": 0}, "heads must be an integer >= 1, got 0"),
+    ({"hidden": 0}, "hidden must be an integer >= 1, got 0"),
+    ({"epochs": 0}, "epochs must be >= 1, got 0"),
+    ({"missing_rate": 100.5}, r"missing_rate must be in \[0, 100\] \(percent\), got 100.5"),
+    ({"missing_rate": -1}, r"missing_rate must be in \[0, 100\] \(percent\), got -1"),
+    ({"protocol": "last"}, "unknown protocol 'last'"),
+    ({"variant": "mine"}, "unknown variant 'mine'"),
+    ({"protocol": "official", "patience": 5}, "patience=5 applies to protocol 'best-val' only"),
+    ({"lr": 0}, "lr must be a finite number > 0, got 0"),
+    ({"depth": "3"}, "depth must be an integer, got '3'"),
+    ({"csbm": "nodes=ten"}, "csbm nodes='ten' is not a valid int"),
+    ({"mask": "nowhere.npy"}, "mask file 'nowhere.npy' does not exist"),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), BAD_SETTINGS)
+def test_bad_settings_are_rejected_before_loading_anything(tmp_path, monkeypatch, settings, message):
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("dataset loaded before the settings were validated")
+
+    monkeypatch.setattr(train.data, "load_dataset", must_not_load)
+    with pytest.raises(ValueError, match=message):
+        train.run(tiny(tmp_path, **settings), tmp_path / "runs" / "run")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--depth", "0"], "depth must be an integer >= 1, got 0"),
+        (["--model", "gatt"], "unknown model 'gatt'"),
+        (["--missing-rate", "120"], "missing_rate must be in"),
+        (["--protocol", "last"], "unknown protocol 'last'"),
+    ],
+)
+def test_cli_rejects_bad_settings_with_exit_code_2(tmp_path, capsys, flags, message):
+    out = tmp_path / "runs" / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--dataset", "csbm", *flags, "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert f"lipnorm: error: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_config_file_settings_with_flags_overriding(tmp_path):
+    (tmp_path / "run.yaml").write_text("dataset: csbm\ndepth: 3\nlr: 0.01\nmissing-rate: 20\n")
+    config = train.load_config(tmp_path / "run.yaml", {"depth": 4})
+    assert (config.dataset, config.depth, config.lr, config.missing_rate) == ("csbm", 4, 0.01, 20)
+    (tmp_path / "run.json").write_text(json.dumps({"model": "gat", "norm_extra": "pairnorm"}))
+    assert train.load_config(tmp_path / "run.json", {}).resolved().model == "gat-pairnorm"
+    (tmp_path / "bad.yaml").write_text("dataset: csbm\ndept: 3\n")
+    with pytest.raises(ValueError, match="unknown training setting.*'dept'"):
+        train.load_config(tmp_path / "bad.yaml", {})
+
+
+def test_cli_reads_the_config_file_and_names_an_unknown_key(tmp_path, capsys):
+    (tmp_path / "run.yaml").write_text(
+        f"dataset: csbm\ncsbm: '{TINY_CSBM}'\nheads: 2\nhidden: 4\nepochs: 5\n"
+        f"data_root: {tmp_path / 'datasets'}\n"
+    )
+    out = tmp_path / "run"
+    assert cli.main(["train", "--config", str(tmp_path / "run.yaml"), "--epochs", "2", "--out", str(out)]) == 0
+    summary, metrics, _, _ = read_run(out)
+    assert summary["config"]["heads"] == 2 and len(metrics) == 2
+    (tmp_path / "bad.yaml").write_text("epoch: 3\n")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "x")])
+    assert exit_info.value.code == 2
+    assert "'epoch'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def cora_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("datasets")
+
+
+def test_classic_gat_on_cora_lowers_its_loss(tmp_path, cora_root):
+    config = TrainConfig(
+        dataset="cora", model="gat-classic", epochs=5, data_root=str(cora_root),
+        mirror=mirror_folder(), threads=2,
+    )
+    summary = train.run(config, tmp_path / "run")
+    _, metrics, _, _ = read_run(tmp_path / "run")
+    assert summary["status"] == "ok" and summary["threads"] == 2
+    assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[0]
+
+
+@pytest.mark.slow
+def test_classic_gat_on_cora_reaches_the_published_accuracy(tmp_path, cora_root):
+    config = TrainConfig(
+        dataset="cora", model="gat-classic", epochs=200, data_root=str(cora_root),
+        mirror=mirror_folder(), threads=2,
+    )
+    summary = train.run(config, tmp_path / "run")
+    assert summary["test_metric"] >= 0.78
