@@ -75,11 +75,77 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_results(sub: argparse._SubParsersAction) -> None:
+    aggregate = sub.add_parser(
+        "aggregate", help="gather run directories into tidy tables (runs, epochs, gradnorms, outnorms)"
+    )
+    aggregate.add_argument("--out-dir", required=True, help="folder for <table>.parquet and .csv")
+    aggregate.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="finished run directories")
+    aggregate.set_defaults(handler=_aggregate)
+    for name, handler, what in (
+        ("tables", _tables, "LaTeX tables (<stem>.tex, stems in lipnorm.tables.TABLES)"),
+        ("plots", _plots, "figures (<stem>.pdf and .png, stems in lipnorm.plots.FIGURES)"),
+    ):
+        parser = sub.add_parser(name, help=f"write an experiment's {what}")
+        parser.add_argument("experiment", metavar="EXPERIMENT",
+                            help="depth, gradients, alpha, transformer, lipschitz or classic")
+        parser.add_argument("--aggregate-dir", required=True, help="output of `lipnorm aggregate`")
+        parser.add_argument("--out-dir", required=True)
+        parser.set_defaults(handler=handler)
+
+
+def _print_paths(paths) -> int:
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _aggregate(args: argparse.Namespace) -> int:
+    from lipnorm.aggregate import write_aggregate
+
+    return _print_paths(write_aggregate(args.run_dirs, args.out_dir))
+
+
+def _tables(args: argparse.Namespace) -> int:
+    from lipnorm.tables import write_tables
+
+    return _print_paths(write_tables(args.experiment, args.aggregate_dir, args.out_dir))
+
+
+def _plots(args: argparse.Namespace) -> int:
+    from lipnorm.plots import write_figures
+
+    return _print_paths(write_figures(args.experiment, args.aggregate_dir, args.out_dir))
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser(
+        "bench",
+        help="time and measure LipschitzNorm layers next to DGL's and PyG's",
+        description="Interleaved training-step timings, memory, gradient-logging overhead and "
+        "scaling of our attention layers (with and without LipschitzNorm), dgl.nn.GATConv and "
+        "PyG's GATConv/TransformerConv. Needs the `bench` extra (torch_geometric).",
+    )
+    bench.add_argument("--quick", action="store_true", help="a tiny subset (well under a minute)")
+    bench.add_argument("--out", default="results/bench", help="output folder (default: %(default)s)")
+    bench.add_argument("--threads", type=int, help="torch/DGL CPU threads (default: torch's default)")
+    bench.add_argument("--data-root", default="resources/datasets", help="dataset folder (default: %(default)s)")
+    bench.add_argument("--mirror", metavar="DIR", help="dataset mirror (default: $LIPNORM_DATA_MIRROR)")
+    bench.set_defaults(handler=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from lipnorm.bench import run_benchmark
+
+    return _print_paths(run_benchmark(args.out, args.quick, args.threads, args.data_root, args.mirror))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lipnorm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _add_data(sub)
     _add_train(sub)
+    _add_results(sub)
     return parser
 
 
