@@ -1,0 +1,242 @@
+"""`lipnorm tables`: booktabs tables of synthetic runs, checked cell by cell against
+statistics computed here with numpy from the values the runs were written with."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from synthetic_runs import write_grid
+
+from lipnorm.aggregate import aggregate_runs, write_aggregate
+from lipnorm.tables import TABLES, classic_table, missing_features_table, write_tables
+
+MODELS = {"gat": "GAT", "gat-lip": "GAT-Lip", "gt": "GT", "gt-lip": "GT-Lip"}
+DATASETS = {"cora": "Cora", "citeseer": "CiteSeer", "csbm": "CSBM"}
+DEPTH_GRID = {
+    "missing_rate": [0, 100],
+    "dataset": ["cora", "citeseer"],
+    "model": ["gat", "gat-lip"],
+    "depth": [2, 4],
+}
+DIVERGED = (0, "cora", "gat", 4, 1)  # the grid values, then the seed
+SINGLE_SEED = (100, "citeseer", "gat-lip", 4)
+
+
+def parse_tabular(tex: str) -> tuple[list[list[str]], list[list[str]]]:
+    """(header rows, body rows) of a booktabs tabular, cells stripped; the body's
+    blank (sparsified) leading index cells are filled from the row above."""
+    assert tex.startswith("\\begin{tabular}{") and tex.rstrip().endswith("\\end{tabular}")
+    head, rest = tex.split("\\toprule", 1)[1].split("\\midrule", 1)
+    body = rest.split("\\bottomrule", 1)[0]
+
+    def rows(text):
+        return [[c.strip() for c in r.split("&")] for r in text.split("\\\\") if r.strip()]
+
+    body_rows = rows(body)
+    for previous, row in zip(body_rows, body_rows[1:]):
+        for i, cell in enumerate(row):
+            if cell:
+                break
+            row[i] = previous[i]
+    return rows(head), body_rows
+
+
+def cell(values: list[float], diverged: int = 0) -> str:
+    """The expected text of a cell of test metrics (fractions)."""
+    n = len(values)
+    if diverged:
+        return f"diverged ({diverged}/{n})"
+    scores = np.asarray(values) * 100
+    if n == 1:
+        return f"{scores.mean():.1f} (n=1)"
+    return f"{scores.mean():.1f} $\\pm$ {np.std(scores, ddof=1):.1f} (n={n})"
+
+
+def unbold(text: str) -> tuple[str, bool]:
+    if text.startswith("\\textbf{") and text.endswith("}"):
+        return text[len("\\textbf{"):-1], True
+    return text, False
+
+
+def cell_stats(records, **equal):
+    """(text, mean or None when a seed diverged) of the runs matching `equal`."""
+    runs = [r for r in records if all(r[k] == v for k, v in equal.items())]
+    diverged = sum(r["status"] == "diverged" for r in runs)
+    values = [r["test_metric"] for r in runs]
+    return cell(values, diverged), None if diverged else float(np.mean(values)) * 100
+
+
+def aggregate(records, tmp_path_factory, name):
+    out = tmp_path_factory.mktemp(name)
+    write_aggregate([r["run_dir"] for r in records], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def depth(tmp_path_factory):
+    records = write_grid(tmp_path_factory.mktemp("depth_runs"), DEPTH_GRID,
+                         diverged={DIVERGED}, single_seed={SINGLE_SEED})
+    out = tmp_path_factory.mktemp("depth_tables")
+    written = write_tables("depth", aggregate(records, tmp_path_factory, "depth_agg"), out)
+    return records, written
+
+
+def test_depth_writes_its_stems(depth):
+    _, written = depth
+    assert [p.name for p in written] == [f"{stem}.tex" for stem in TABLES["depth"]]
+
+
+def test_depth_table_cells_bold_and_layout(depth):
+    records, written = depth
+    head, body = parse_tabular(written[0].read_text())
+    assert head == [["", "", "Layers", "2", "4"], ["Missing rate (\\%)", "Dataset", "Model", "", ""]]
+    expected_rows, expected_means = [], []
+    for rate in (0, 100):
+        for dataset in ("cora", "citeseer"):
+            for model in ("gat", "gat-lip"):
+                stats = [cell_stats(records, missing_rate=rate, dataset=dataset, model=model,
+                                    depth=d) for d in (2, 4)]
+                expected_rows.append([str(rate), DATASETS[dataset], MODELS[model]] + [s[0] for s in stats])
+                expected_means.append([np.nan if s[1] is None else s[1] for s in stats])
+    texts = [[unbold(c)[0] for c in row] for row in body]
+    assert texts == expected_rows
+    # Bold: the best model per depth inside each (missing rate, dataset) block of 2 rows.
+    means = np.array(expected_means)
+    bold = np.array([[unbold(c)[1] for c in row[3:]] for row in body])
+    for block in range(0, len(means), 2):
+        block_means = means[block:block + 2]
+        best = np.nanmax(block_means, axis=0)
+        assert (bold[block:block + 2] == (block_means == best)).all()
+    assert bold.sum() == 4 * 2  # one per block and depth (a diverged cell is never bold)
+
+
+def test_depth_table_marks_diverged_and_single_seed_cells(depth):
+    _, written = depth
+    _, body = parse_tabular(written[0].read_text())
+    rows = {tuple(r[:3]): r[3:] for r in body}
+    assert rows[("0", "Cora", "GAT")][1] == "diverged (1/3)"
+    assert unbold(rows[("100", "CiteSeer", "GAT-Lip")][1])[0].endswith("(n=1)")
+    assert "$\\pm$" not in rows[("100", "CiteSeer", "GAT-Lip")][1]
+
+
+def test_missing_features_table_best_depth_and_bold(depth):
+    records, written = depth
+    head, body = parse_tabular(written[1].read_text())
+    assert head == [
+        ["", "Dataset", "\\multicolumn{2}{c}{Cora}", "\\multicolumn{2}{c}{CiteSeer}"],
+        ["", "", "Acc", "\\#L", "Acc", "\\#L"],
+        ["Missing rate (\\%)", "Model", "", "", "", ""],
+    ]
+    expected, means = [], []
+    for rate in (0, 100):
+        for model in ("gat", "gat-lip"):
+            row, row_means = [str(rate), MODELS[model]], []
+            for dataset in ("cora", "citeseer"):
+                candidates = [
+                    (cell_stats(records, missing_rate=rate, dataset=dataset, model=model, depth=d), d)
+                    for d in (2, 4)
+                ]
+                (text, mean), best_depth = max(
+                    ((s, d) for s, d in candidates if s[1] is not None), key=lambda c: c[0][1]
+                )
+                row += [text, str(best_depth)]
+                row_means.append(mean)
+            expected.append(row)
+            means.append(row_means)
+    assert [[unbold(c)[0] for c in row] for row in body] == expected
+    means = np.array(means)
+    for block in (0, 2):
+        best = means[block:block + 2].max(axis=0)
+        for i in (0, 1):
+            acc_bold = [unbold(body[block + i][c])[1] for c in (2, 4)]
+            assert acc_bold == list(means[block + i] == best)
+            assert not any(unbold(body[block + i][c])[1] for c in (3, 5))  # #L never bold
+
+
+def test_missing_features_table_of_a_model_diverged_at_every_depth(tmp_path):
+    records = write_grid(tmp_path, {"model": ["gat", "gat-lip"], "depth": [2, 4]},
+                         diverged={("gat", 2, 0), ("gat", 4, 1)})
+    text, bold = missing_features_table(aggregate_runs([r["run_dir"] for r in records])["runs"])
+    assert text.loc[(0, "GAT")].tolist() == ["diverged (2/6)", "--"]
+    lip_means = {d: cell_stats(records, model="gat-lip", depth=d) for d in (2, 4)}
+    best_depth = max(lip_means, key=lambda d: lip_means[d][1])
+    assert text.loc[(0, "GAT-Lip")].tolist() == [lip_means[best_depth][0], str(best_depth)]
+    assert bold.tolist() == [[False, False], [True, False]]
+
+
+def test_classic_table_needs_classic_runs(tmp_path):
+    records = write_grid(tmp_path, {"model": ["gat"]}, seeds=(0,))
+    with pytest.raises(ValueError, match=r"no runs of model 'gat-classic' \(models: \['gat'\]\)"):
+        classic_table(aggregate_runs([r["run_dir"] for r in records])["runs"])
+
+
+def test_alpha_table_bolds_the_best_alpha_per_row(tmp_path_factory):
+    records = write_grid(tmp_path_factory.mktemp("alpha_runs"),
+                         {"depth": [2, 4], "alpha": [0.5, 1.0, 10.0]}, model="gat-lip")
+    (path,) = write_tables("alpha", aggregate(records, tmp_path_factory, "alpha_agg"),
+                           tmp_path_factory.mktemp("alpha_tables"))
+    head, body = parse_tabular(path.read_text())
+    assert head == [["", "", "$\\alpha$", "0.5", "1", "10"], ["Dataset", "Model", "Layers", "", "", ""]]
+    for row, depth in zip(body, (2, 4)):
+        stats = [cell_stats(records, depth=depth, alpha=a) for a in (0.5, 1.0, 10.0)]
+        assert row[:3] == ["Cora", "GAT-Lip", str(depth)]
+        assert [unbold(c)[0] for c in row[3:]] == [s[0] for s in stats]
+        best = int(np.argmax([s[1] for s in stats]))
+        assert [unbold(c)[1] for c in row[3:]] == [i == best for i in range(3)]
+
+
+def test_classic_table_sits_beside_the_published_numbers(tmp_path_factory):
+    records = write_grid(tmp_path_factory.mktemp("classic_runs"),
+                         {"dataset": ["citeseer", "cora", "csbm"]}, seeds=range(5),
+                         diverged={("csbm", 3)}, model="gat-classic")
+    (path,) = write_tables("classic", aggregate(records, tmp_path_factory, "classic_agg"),
+                           tmp_path_factory.mktemp("classic_tables"))
+    head, body = parse_tabular(path.read_text())
+    assert head == [["", "This pipeline", "Published"], ["Dataset", "", ""]]
+    assert body == [
+        ["Cora", cell_stats(records, dataset="cora")[0], "83.0 $\\pm$ 0.7 (n=100)"],
+        ["CiteSeer", cell_stats(records, dataset="citeseer")[0], "72.5 $\\pm$ 0.7 (n=100)"],
+        ["CSBM", "diverged (1/5)", "--"],
+    ]
+
+
+def test_transformer_table_compares_gt_and_gt_lip(tmp_path_factory):
+    records = write_grid(tmp_path_factory.mktemp("gt_runs"),
+                         {"model": ["gt-lip", "gt"], "depth": [2, 4]})
+    (path,) = write_tables("transformer", aggregate(records, tmp_path_factory, "gt_agg"),
+                           tmp_path_factory.mktemp("gt_tables"))
+    _, body = parse_tabular(path.read_text())
+    assert [row[:3] for row in body] == [["0", "Cora", "GT"], ["0", "Cora", "GT-Lip"]]
+    for row, model in zip(body, ("gt", "gt-lip")):
+        assert [unbold(c)[0] for c in row[3:]] == [
+            cell_stats(records, model=model, depth=d)[0] for d in (2, 4)
+        ]
+
+
+def test_experiments_without_tables_write_nothing_and_unknown_ones_fail(tmp_path):
+    assert write_tables("gradients", tmp_path / "absent", tmp_path / "out") == []
+    with pytest.raises(ValueError, match="unknown experiment 'width'; known: depth, gradients"):
+        write_tables("width", tmp_path, tmp_path)
+    with pytest.raises(ValueError, match="runs.parquet does not exist"):
+        write_tables("depth", tmp_path / "absent", tmp_path / "out")
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="pdflatex not on PATH (Debian: texlive-latex-base texlive-latex-recommended)")
+def test_tables_compile_with_pdflatex(depth, tmp_path):
+    _, written = depth
+    inputs = "\n".join(f"\\input{{{p}}}\\par" for p in written)
+    document = tmp_path / "doc.tex"
+    document.write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        f"{inputs}\n\\end{{document}}\n"
+    )
+    result = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", document.name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert (tmp_path / "doc.pdf").stat().st_size > 0
