@@ -1,0 +1,220 @@
+"""`lipnorm plots` (and the CLI round trip): figures of synthetic runs, checked through
+their matplotlib objects (panels, labels, legends, scales, plotted values)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import LogNorm, to_hex
+from synthetic_runs import BASE_CONFIG, attention_grad_norm, write_grid
+
+from lipnorm import plots
+from lipnorm.aggregate import EXPERIMENTS, aggregate_runs
+from lipnorm.cli import main
+from lipnorm.plots import FIGURES, PALETTE
+from lipnorm.tables import TABLES
+
+REPORT = Path(__file__).resolve().parents[1] / "workflow" / "report"
+
+
+def legend_texts(fig) -> list[str]:
+    (legend,) = fig.legends
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def line_of(ax, model):
+    """The seaborn mean line drawn in `model`'s colour."""
+    (line,) = [l for l in ax.lines if to_hex(l.get_color()) == PALETTE[model]]
+    return line
+
+
+@pytest.fixture(scope="module")
+def depth_runs(tmp_path_factory):
+    records = write_grid(
+        tmp_path_factory.mktemp("depth"),
+        {"missing_rate": [0, 100], "dataset": ["cora", "citeseer"], "model": ["gat", "gat-lip"],
+         "depth": [2, 4]},
+        diverged={(0, "cora", "gat", 4, 2)},
+    )
+    return records, aggregate_runs([r["run_dir"] for r in records])
+
+
+@pytest.fixture(scope="module")
+def gradient_runs(tmp_path_factory):
+    records = write_grid(
+        tmp_path_factory.mktemp("gradients"), {"model": ["gat", "gat-lip"], "depth": [2, 4, 6]},
+        diverged={("gat", 6, 0)},
+    )
+    return records, aggregate_runs([r["run_dir"] for r in records])
+
+
+def test_accuracy_vs_depth_panels_lines_and_diverged_marker(depth_runs):
+    records, tables = depth_runs
+    fig = plots.accuracy_vs_depth(tables["runs"])
+    axes = np.array(fig.axes).reshape(2, 2)  # rows: missing rates; columns: datasets
+    assert [ax.get_title() for ax in axes.flat] == [
+        "Cora, 0% missing", "CiteSeer, 0% missing", "Cora, 100% missing", "CiteSeer, 100% missing"
+    ]
+    assert [ax.get_xlabel() for ax in axes.flat] == ["", "", "Depth (layers)", "Depth (layers)"]
+    assert [ax.get_ylabel() for ax in axes.flat] == ["Test accuracy (%)", "", "Test accuracy (%)", ""]
+    assert legend_texts(fig) == ["GAT", "GAT-Lip", "diverged"]
+    assert fig.get_figwidth() == pytest.approx(plots.COLUMN_WIDTH)
+    # The plotted means are the seed means; the diverged (Cora, rate 0, GAT, depth 4)
+    # setting is no point of the line but a × at depth 4.
+    for (rate, dataset), ax in zip([(0, "cora"), (0, "citeseer"), (100, "cora"), (100, "citeseer")],
+                                   axes.flat):
+        for model in ("gat", "gat-lip"):
+            depths = [2] if (rate, dataset, model) == (0, "cora", "gat") else [2, 4]
+            expected = [
+                np.mean([r["test_metric"] for r in records if (r["missing_rate"], r["dataset"],
+                         r["model"], r["depth"]) == (rate, dataset, model, d)]) * 100
+                for d in depths
+            ]
+            line = line_of(ax, model)
+            assert list(line.get_xdata()) == depths
+            assert line.get_ydata() == pytest.approx(expected)
+    (crosses,) = axes[0, 0].collections[-1:]
+    assert crosses.get_offsets()[:, 0].tolist() == [4]
+    plt.close(fig)
+
+
+def test_gradient_heatmaps_show_median_layer_norms_on_a_log_scale(gradient_runs):
+    _, tables = gradient_runs
+    fig = plots.gradient_heatmaps(tables["runs"], tables["gradnorms"])
+    *panels, colorbar = fig.axes
+    assert len(panels) == 3 * 2  # depths 2, 4, 6 × GAT, GAT-Lip
+    assert colorbar.get_ylabel() == "Gradient norm"
+    assert [ax.get_title() for ax in panels[:2]] == ["GAT, Cora", "GAT-Lip, Cora"]
+    assert [ax.get_ylabel() for ax in panels[::2]] == ["Layer (L=2)", "Layer (L=4)", "Layer (L=6)"]
+    assert [ax.get_xlabel() for ax in panels[-2:]] == ["Epoch", "Epoch"]
+    norms = [ax.collections[0].norm for ax in panels]
+    assert all(isinstance(n, LogNorm) for n in norms) and len({(n.vmin, n.vmax) for n in norms}) == 1
+    # GAT-Lip at depth 4: rows are layers 0 (input) .. 5 (output), columns epochs; the
+    # synthetic norms are the same for every seed, so the median is the written value.
+    epochs, depth = BASE_CONFIG["epochs"], 4
+    expected = np.array(
+        [[0.5] * epochs]
+        + [[attention_grad_norm("gat-lip", layer, e) for e in range(epochs)] for layer in range(1, depth + 1)]
+        + [[0.25] * epochs]
+    )
+    shown = panels[3].collections[0].get_array().reshape(depth + 2, epochs)
+    assert np.asarray(shown) == pytest.approx(expected)
+    assert "1/3 diverged" in [t.get_text() for t in panels[4].texts]  # GAT at depth 6
+    plt.close(fig)
+
+
+def test_gradient_ratio_is_the_geometric_seed_mean_of_median_epoch_ratios(gradient_runs):
+    _, tables = gradient_runs
+    fig = plots.gradient_ratio(tables["runs"], tables["gradnorms"])
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("Depth (layers)", "Max/min layer gradient norm")
+    assert legend_texts(fig) == ["GAT", "GAT-Lip", "diverged"]
+    # Synthetic norms: attention layer l has c(epoch) * decay**-l, so max/min = decay**(L-1).
+    gat, lip = line_of(ax, "gat"), line_of(ax, "gat-lip")
+    assert list(gat.get_xdata()) == [2, 4]  # depth 6 has a diverged seed
+    assert gat.get_ydata() == pytest.approx([10.0 ** (d - 1) for d in (2, 4)])
+    assert lip.get_ydata() == pytest.approx([2 ** ((d - 1) / 8) for d in (2, 4, 6)])
+    plt.close(fig)
+
+
+def test_training_curves_average_the_seeds_that_did_not_diverge(gradient_runs):
+    records, tables = gradient_runs
+    fig = plots.training_curves(tables["runs"], tables["epochs"])
+    loss_ax, val_ax = fig.axes
+    assert loss_ax.get_title() == "Cora, L=6 (1/6 diverged)"
+    assert (loss_ax.get_ylabel(), val_ax.get_ylabel()) == ("Training loss", "Validation accuracy (%)")
+    assert val_ax.get_xlabel() == "Epoch"
+    epochs = tables["epochs"]
+    for model in ("gat", "gat-lip"):
+        ok = [r["run_dir"] for r in records
+              if r["model"] == model and r["depth"] == 6 and r["status"] == "ok"]
+        mine = epochs[epochs["run_dir"].isin(ok)]
+        assert line_of(loss_ax, model).get_ydata() == pytest.approx(
+            mine.groupby("epoch")["train_loss"].mean().to_numpy())
+        assert line_of(val_ax, model).get_ydata() == pytest.approx(
+            mine.groupby("epoch")["val_metric"].mean().to_numpy() * 100)
+    assert legend_texts(fig) == ["GAT", "GAT-Lip"]
+    plt.close(fig)
+
+
+def test_accuracy_vs_alpha_uses_a_log_alpha_axis(tmp_path):
+    records = write_grid(tmp_path, {"depth": [2, 4], "alpha": [0.5, 2.0, 8.0]}, model="gat-lip")
+    runs = aggregate_runs([r["run_dir"] for r in records])["runs"]
+    fig = plots.accuracy_vs_alpha(runs)
+    assert [ax.get_title() for ax in fig.axes] == ["Cora, 2 layers", "Cora, 4 layers"]
+    assert all(ax.get_xscale() == "log" and ax.get_xlabel() == "$\\alpha$" for ax in fig.axes)
+    assert legend_texts(fig) == ["GAT-Lip"]
+    assert line_of(fig.axes[1], "gat-lip").get_xdata() == pytest.approx([0.5, 2.0, 8.0])
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"alpha values \[0.0, 0.5, 2.0, 8.0\] must be > 0"):
+        plots.accuracy_vs_alpha(runs.assign(alpha=runs["alpha"].where(runs["depth"] == 4, 0.0)))
+
+
+def test_lipschitz_probe_is_log_log_per_input_kind():
+    probe = pd.DataFrame(
+        [(m, s, k, s ** (1.0 if m == "gat" else 0.0) * (2 if k == "adversarial" else 1))
+         for m in ("gat-lip", "gat") for s in (1, 10, 100) for k in ("random", "adversarial")],
+        columns=["model", "s", "kind", "estimate"],
+    )
+    fig = plots.lipschitz_probe(probe)
+    assert [ax.get_title() for ax in fig.axes] == ["adversarial inputs", "random inputs"]
+    assert all(ax.get_xscale() == ax.get_yscale() == "log" for ax in fig.axes)
+    assert [ax.get_xlabel() for ax in fig.axes] == ["Input scale $s$"] * 2
+    assert [ax.get_ylabel() for ax in fig.axes] == ["Lipschitz estimate", ""]
+    assert legend_texts(fig) == ["GAT", "GAT-Lip"]
+    assert line_of(fig.axes[1], "gat").get_ydata() == pytest.approx([1, 10, 100])
+    plt.close(fig)
+
+
+def test_every_stem_has_a_report_caption_and_stems_are_unique():
+    assert set(TABLES) == set(FIGURES) == set(EXPERIMENTS)
+    stems = [s for d in (TABLES, FIGURES) for stems in d.values() for s in stems]
+    assert len(stems) == len(set(stems))
+    for stem in stems:
+        caption = REPORT / f"{stem}.rst"
+        assert caption.is_file() and caption.read_text().strip(), stem
+    assert (REPORT / "workflow.rst").read_text().strip()
+
+
+@pytest.mark.slow
+def test_cli_round_trip_writes_aggregate_tables_and_figures(depth_runs, tmp_path, capsys):
+    records, _ = depth_runs
+    agg, tables, figures = tmp_path / "aggregate", tmp_path / "tables", tmp_path / "figures"
+    assert main(["aggregate", "--out-dir", str(agg), *[r["run_dir"] for r in records]]) == 0
+    assert main(["tables", "depth", "--aggregate-dir", str(agg), "--out-dir", str(tables)]) == 0
+    assert main(["plots", "depth", "--aggregate-dir", str(agg), "--out-dir", str(figures)]) == 0
+    assert sorted(p.name for p in tables.iterdir()) == sorted(f"{s}.tex" for s in TABLES["depth"])
+    assert sorted(p.name for p in figures.iterdir()) == sorted(
+        f"{s}.{ext}" for s in FIGURES["depth"] for ext in ("pdf", "png"))
+    for stem in FIGURES["depth"]:
+        assert (figures / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert (figures / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out.split()
+    assert str(figures / f"{FIGURES['depth'][0]}.png") in printed
+    assert plt.get_fignums() == []  # figures are closed after saving
+
+    with pytest.raises(SystemExit) as exit_code:
+        main(["aggregate", "--out-dir", str(agg), str(tmp_path / "never-ran")])
+    assert exit_code.value.code == 2
+    assert f"{tmp_path / 'never-ran'} (missing summary.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_write_figures_writes_pdf_and_png_for_every_stem(gradient_runs, tmp_path):
+    _, tables = gradient_runs
+    agg = tmp_path / "aggregate"
+    agg.mkdir()
+    for name in ("runs", "gradnorms", "epochs"):
+        tables[name].to_parquet(agg / f"{name}.parquet")
+    written = plots.write_figures("gradients", agg, tmp_path / "figures")
+    assert [p.name for p in written] == [
+        f"{s}.{ext}" for s in FIGURES["gradients"] for ext in ("pdf", "png")]
+    assert all(p.stat().st_size > 0 for p in written)
+    assert plt.get_fignums() == []
+    with pytest.raises(ValueError, match="probe.parquet does not exist; `lipnorm probe"):
+        plots.write_figures("lipschitz", agg, tmp_path / "figures")
