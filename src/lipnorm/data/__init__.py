@@ -1,0 +1,94 @@
+"""Datasets: fetch with raw-file verification, load as one NodeDataset, csbm
+generation and missing-features masks.
+
+torch, dgl and ogb are imported inside functions, so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from lipnorm.data.csbm import CSBMParams, csbm_params, generate_csbm
+from lipnorm.data.dataset import DatasetError, NodeDataset
+from lipnorm.data.masks import (
+    apply_missing_features,
+    load_mask,
+    mask_path,
+    missing_features_mask,
+    save_mask,
+)
+from lipnorm.data.sources import MIRROR_ENV, SOURCES, UnpinnedChecksumWarning, prepared
+
+DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
+DEFAULT_ROOT = "resources/datasets"
+
+__all__ = [
+    "DATASETS", "DEFAULT_ROOT", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
+    "UnpinnedChecksumWarning", "apply_missing_features", "csbm_params", "describe_dataset",
+    "fetch_dataset", "load_dataset", "load_mask", "mask_path", "missing_features_mask",
+    "save_mask", "write_mask",
+]
+
+
+def _check_name(name: str) -> str:
+    if name not in DATASETS:
+        raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
+    return name
+
+
+def fetch_dataset(
+    name: str, root: str | os.PathLike = DEFAULT_ROOT, mirror=None, verify: bool = True
+) -> Path | None:
+    """Make sure the verified raw files of `name` are under `root`; return their folder.
+
+    `mirror` (else $LIPNORM_DATA_MIRROR) is a local copy of the data servers; without
+    one, DGL's / OGB's download code fetches the archive. csbm needs nothing: None.
+    """
+    if _check_name(name) == "csbm":
+        return None
+    with prepared(SOURCES[name], root, mirror, verify) as folder:
+        return folder
+
+
+def load_dataset(
+    name: str,
+    root: str | os.PathLike = DEFAULT_ROOT,
+    mirror=None,
+    verify: bool = True,
+    csbm: "CSBMParams | dict | str | None" = None,
+) -> NodeDataset:
+    """Fetch `name` if needed, verify its raw files, and load it as a NodeDataset.
+
+    `csbm` (a CSBMParams, a dict or a `key=value,...` spec) parametrises "csbm" only.
+    """
+    if _check_name(name) == "csbm":
+        return generate_csbm(csbm_params(csbm))
+    if csbm is not None:
+        raise ValueError(f"csbm parameters were given for dataset {name!r}; they apply only to csbm")
+    from lipnorm.data import loaders
+
+    source = SOURCES[name]
+    with prepared(source, root, mirror, verify) as folder:
+        if name in ("cora", "citeseer", "pubmed"):
+            return loaders.load_planetoid(name, folder.parent)
+        if name == "coauthor-cs":
+            return loaders.load_coauthor_cs(folder.parent)
+        if name == "ppi":
+            return loaders.load_ppi(folder.parent)
+        return loaders.load_ogbn_arxiv(folder.parent)
+
+
+def describe_dataset(name: str, root=DEFAULT_ROOT, mirror=None, csbm=None) -> dict[str, Any]:
+    """Counts of a loaded dataset: nodes, edges (with one self-loop per node),
+    features, classes, split sizes, multilabel, metric."""
+    return load_dataset(name, root, mirror, csbm=csbm).info()
+
+
+def write_mask(
+    out: str | os.PathLike, name: str, rate: float, seed: int, root=DEFAULT_ROOT, mirror=None, csbm=None
+) -> Path:
+    """Compute the missing-features mask of `name` for (rate, seed) and save it to `out`."""
+    dataset = load_dataset(name, root, mirror, csbm=csbm)
+    return save_mask(out, missing_features_mask(dataset.train_mask.numpy(), rate, seed))

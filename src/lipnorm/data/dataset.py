@@ -1,0 +1,120 @@
+"""The loaded-dataset object every later stage consumes, and the split helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # torch and dgl are imported lazily: `lipnorm --help` stays instant
+    import dgl
+    import torch
+
+METRICS = ("accuracy", "micro-f1", "ogb-accuracy")
+
+
+class DatasetError(ValueError):
+    """A dataset cannot be fetched or trusted: unknown name, missing mirror file,
+    network failure, unsafe or truncated archive, checksum mismatch.
+
+    A ValueError so that the CLI reports it like any other bad input
+    (`lipnorm: error: ...`, exit 2).
+    """
+
+
+@dataclass
+class NodeDataset:
+    """One node-classification graph with its split (see docs/architecture.md)."""
+
+    name: str
+    graph: "dgl.DGLGraph"
+    features: "torch.Tensor"
+    labels: "torch.Tensor"
+    train_mask: "torch.Tensor"
+    val_mask: "torch.Tensor"
+    test_mask: "torch.Tensor"
+    num_classes: int
+    multilabel: bool
+    metric: str
+
+    @property
+    def num_nodes(self) -> int:
+        return self.graph.num_nodes()
+
+    def info(self) -> dict[str, Any]:
+        """The counts `lipnorm data info` prints."""
+        src, dst = self.graph.edges()
+        return {
+            "name": self.name,
+            "nodes": self.graph.num_nodes(),
+            "edges": self.graph.num_edges(),
+            "self_loops": int((src == dst).sum()),
+            "features": int(self.features.shape[1]),
+            "classes": self.num_classes,
+            "train": int(self.train_mask.sum()),
+            "val": int(self.val_mask.sum()),
+            "test": int(self.test_mask.sum()),
+            "multilabel": self.multilabel,
+            "metric": self.metric,
+        }
+
+
+def build_node_dataset(
+    name: str,
+    src,
+    dst,
+    num_nodes: int,
+    features,
+    labels,
+    masks: tuple,
+    num_classes: int,
+    multilabel: bool,
+    metric: str,
+) -> NodeDataset:
+    """Assemble a NodeDataset from edge lists and arrays (numpy or torch).
+
+    Self-loops are removed and then added once per node, so every node attends to
+    itself exactly once whatever the raw data contained. The graph carries no
+    node data: the dataclass fields are the single source of features and labels.
+    """
+    import dgl
+    import torch
+
+    src = torch.as_tensor(np.asarray(src), dtype=torch.int64)
+    dst = torch.as_tensor(np.asarray(dst), dtype=torch.int64)
+    keep = src != dst
+    graph = dgl.add_self_loop(dgl.graph((src[keep], dst[keep]), num_nodes=num_nodes))
+    label_dtype = torch.float32 if multilabel else torch.int64
+    train, val, test = (torch.as_tensor(np.asarray(m), dtype=torch.bool) for m in masks)
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {METRICS}")
+    return NodeDataset(
+        name=name,
+        graph=graph,
+        features=torch.as_tensor(np.asarray(features), dtype=torch.float32),
+        labels=torch.as_tensor(np.asarray(labels), dtype=label_dtype),
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+        num_classes=int(num_classes),
+        multilabel=multilabel,
+        metric=metric,
+    )
+
+
+def sample_per_class(
+    candidates: np.ndarray, labels: np.ndarray, per_class: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Up to `per_class` nodes of each class drawn from `candidates`, sorted."""
+    picked = [
+        rng.permutation(candidates[labels[candidates] == c])[:per_class]
+        for c in np.unique(labels[candidates])
+    ]
+    return np.sort(np.concatenate(picked)) if picked else np.empty(0, dtype=np.int64)
+
+
+def index_mask(num_nodes: int, index: np.ndarray) -> np.ndarray:
+    mask = np.zeros(num_nodes, dtype=bool)
+    mask[index] = True
+    return mask
