@@ -1,0 +1,27 @@
+"""lipnorm: LipschitzNorm experiments, from datasets to tables, figures and report.
+
+Run with a profile (`snakemake --profile profiles/default`); pick a preset with
+`--configfile config/presets/{smoke,paper}.yaml`. See workflow/rules/*.smk.
+"""
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_targets(),

@@ -1,0 +1,347 @@
+"""The Snakemake workflow: lint, formatting, config validation, DAG sizes, and (slow)
+the smoke preset end to end, including a kill -9 in mid-grid and the resume.
+
+Every snakemake call runs with `--directory tmp_path`, so nothing lands in the repo.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from lipnorm import grid
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake")
+PRESETS = {
+    "default": REPO / "config.yaml",
+    "smoke": REPO / "config" / "presets" / "smoke.yaml",
+    "paper": REPO / "config" / "presets" / "paper.yaml",
+}
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def snakemake(workdir, *args, check=True, **popen):
+    """Run snakemake on the repo's Snakefile in `workdir`, with the default profile."""
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    cmd += ["--workflow-profile", str(REPO / "profiles" / "default"), *map(str, args)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, **popen)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Parse snakemake's `Job stats:` table into {rule: count}."""
+    table = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match[1]] = int(match[2])
+    return counts
+
+
+def expected_job_counts(config: dict) -> dict[str, int]:
+    """Job counts computed from the config alone, independently of lipnorm.grid."""
+    from lipnorm.plots import FIGURES
+    from lipnorm.tables import TABLES
+
+    experiments = config["experiments"]
+    trains, masks, downloads = 0, set(), set()
+    for name, spec in experiments.items():
+        if name == "lipschitz":
+            continue
+        g = spec["grid"]
+        # Values equal as numbers (1 and 1.0) are one grid point.
+        axes = [set(g[k]) for k in ("datasets", "models", "depths", "alphas", "missing_rates", "seeds")]
+        trains += len(list(itertools.product(*axes)))
+        masks |= set(itertools.product(axes[0], axes[4], axes[5]))
+        downloads |= axes[0] - {"csbm"}
+    counts = {
+        "download": len(downloads),
+        "mask": len(masks),
+        "train": trains,
+        "aggregate": sum(name != "lipschitz" for name in experiments),
+        "probe": int("lipschitz" in experiments),
+        "all": 1,
+    }
+    for name in experiments:
+        counts[f"tables_{name}"] = int(bool(TABLES[name]))
+        counts[f"plots_{name}"] = int(bool(FIGURES[name]))
+    counts = {rule: n for rule, n in counts.items() if n}
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def load_preset(name: str) -> dict:
+    return yaml.safe_load(PRESETS[name].read_text())
+
+
+def write_config(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+# --- static checks ---------------------------------------------------------------
+
+
+def test_snakefmt_check_is_clean():
+    files = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+    proc = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", *map(str, files)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_snakemake_lint_is_clean(tmp_path):
+    proc = snakemake(tmp_path, "--lint", "--configfile", PRESETS["smoke"])
+    assert "Lints for" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_schema_enums_are_the_library_names():
+    from lipnorm.data import DATASETS
+    from lipnorm.nn.models import MODEL_NAMES
+
+    grid_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["grid_experiment"]["properties"]
+    axes = grid_props["grid"]["properties"]
+    assert axes["datasets"]["items"]["enum"] == list(DATASETS)
+    assert axes["models"]["items"]["enum"] == list(MODEL_NAMES)
+
+
+def test_schema_csbm_fields_are_the_csbm_parameters():
+    import dataclasses
+
+    from lipnorm.data import CSBMParams
+
+    csbm = yaml.safe_load(SCHEMA.read_text())["$defs"]["csbm"]["properties"]
+    assert set(csbm) == {f.name for f in dataclasses.fields(CSBMParams)}
+
+
+def test_every_experiment_has_tables_and_figures_entries():
+    from lipnorm.plots import FIGURES
+    from lipnorm.tables import TABLES
+
+    experiments = set(yaml.safe_load(SCHEMA.read_text())["properties"]["experiments"]["properties"])
+    assert set(TABLES) == experiments == set(FIGURES)
+
+
+# --- config validation -----------------------------------------------------------
+
+
+def _smoke_with(edit):
+    config = load_preset("smoke")
+    edit(config)
+    return config
+
+
+BAD_CONFIGS = {
+    "unknown dataset": (
+        lambda c: c["experiments"]["depth"]["grid"].update(datasets=["mnist"]),
+        r"'mnist' is not one of \['cora'",
+        "['depth']['grid']['datasets'][0]",
+    ),
+    "unknown model": (
+        lambda c: c["experiments"]["alpha"]["grid"].update(models=["gcn"]),
+        r"'gcn' is not one of \['gat'",
+        "['alpha']['grid']['models'][0]",
+    ),
+    "depth below 1": (
+        lambda c: c["experiments"]["depth"]["grid"].update(depths=[0, 3]),
+        r"0 is less than the minimum of 1",
+        "['depth']['grid']['depths'][0]",
+    ),
+    "negative alpha": (
+        lambda c: c["experiments"]["alpha"]["grid"].update(alphas=[-0.5]),
+        r"-0.5 is less than the minimum of 0",
+        "['alpha']['grid']['alphas'][0]",
+    ),
+    "empty grid": (
+        lambda c: c["experiments"]["transformer"]["grid"].update(seeds=[]),
+        r"\[\] should be non-empty",
+        "['transformer']['grid']['seeds']",
+    ),
+    "misspelt training key": (
+        lambda c: c["experiments"]["depth"]["train"].update(epoch=3),
+        r"Additional properties are not allowed \('epoch' was unexpected\)",
+        "['depth']['train']",
+    ),
+    "misspelt experiment": (
+        lambda c: c["experiments"].update(detph=c["experiments"]["depth"]),
+        r"Additional properties are not allowed \('detph' was unexpected\)",
+        "['experiments']",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_is_rejected_naming_the_key(case):
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    edit, message, where = BAD_CONFIGS[case]
+    with pytest.raises(WorkflowError) as err:
+        validate(_smoke_with(edit), str(SCHEMA))
+    assert re.search(message, str(err.value)), str(err.value)
+    assert where in str(err.value), str(err.value)
+
+
+def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
+    bad = _smoke_with(lambda c: c["experiments"]["depth"]["grid"].update(depths=[0]))
+    proc = snakemake(tmp_path, "--configfile", write_config(tmp_path / "bad.yaml", bad), check=False)
+    assert proc.returncode != 0
+    assert "0 is less than the minimum of 1" in proc.stderr
+    assert "On instance['experiments']['depth']['grid']['depths'][0]" in proc.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+
+
+# --- DAG sizes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["smoke", "default"])
+def test_dry_run_job_counts(tmp_path, preset):
+    proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
+    assert job_counts(proc.stdout) == expected_job_counts(load_preset(preset))
+
+
+@pytest.mark.slow
+def test_paper_dry_run_job_counts_and_time(tmp_path):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    proc = snakemake(tmp_path, "-n", "--configfile", PRESETS["paper"])
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    counts = job_counts(proc.stdout)
+    assert counts == expected_job_counts(load_preset("paper"))
+    assert counts["total"] > 2000
+    # CPU time, not wall time: the machine may be shared with other jobs.
+    print(f"paper dry run: {counts['total']} jobs, {cpu:.1f} s CPU, {wall:.1f} s wall")
+    assert cpu < 30
+
+
+def test_a_preset_replaces_the_default_config(tmp_path):
+    """A preset listing one experiment runs that one only, with only its settings."""
+    config = load_preset("smoke")
+    config["experiments"] = {"classic": config["experiments"]["classic"]}
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", write_config(tmp_path / "one.yaml", config))
+    assert job_counts(proc.stdout) == expected_job_counts(config)
+    # config.yaml's classic settings (epochs 200) do not leak into the preset's.
+    assert "--epochs 2 " in proc.stdout and "--epochs 200" not in proc.stdout
+
+
+def test_run_directories_spell_numbers_exactly(tmp_path):
+    config = load_preset("smoke")
+    alpha = config["experiments"]["alpha"]
+    alpha["grid"].update(alphas=[0.1, 1e-05, 2.0], missing_rates=[12.5])
+    alpha["train"]["weight_decay"] = 5e-4
+    config["experiments"] = {"alpha": alpha}
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", write_config(tmp_path / "a.yaml", config))
+    runs = sorted(set(re.findall(r"results/alpha/runs/csbm/gat-lip/L3/a[^/]+/r[^/]+/s0", proc.stdout)))
+    assert runs == [
+        f"results/alpha/runs/csbm/gat-lip/L3/a{a}/r12.5/s0" for a in ("0.00001", "0.1", "2")
+    ]
+    assert "--weight-decay 0.0005" in proc.stdout and "e-0" not in proc.stdout
+
+
+def test_format_number_is_exact_and_has_no_exponent():
+    assert [grid.format_number(v) for v in (0, 1, 1.0, 0.1, 0.25, 1e-05, 5e-4, 100, 12.5)] == [
+        "0", "1", "1", "0.1", "0.25", "0.00001", "0.0005", "100", "12.5",
+    ]
+    with pytest.raises(ValueError, match="expected a finite number, got nan"):
+        grid.format_number(float("nan"))
+    with pytest.raises(ValueError, match="expected a number, got True"):
+        grid.format_number(True)
+
+
+# --- the smoke preset, for real --------------------------------------------------
+
+
+def final_targets(workdir: Path, config: dict) -> list[Path]:
+    from lipnorm.plots import FIGURES
+    from lipnorm.tables import TABLES
+
+    out = []
+    for name in config["experiments"]:
+        out += [workdir / "results" / name / "tables" / f"{s}.tex" for s in TABLES[name]]
+        out += [
+            workdir / "results" / name / "figures" / f"{s}.{ext}"
+            for s in FIGURES[name]
+            for ext in ("pdf", "png")
+        ]
+    return out
+
+
+def metrics_by_run(workdir: Path) -> dict[str, pd.DataFrame]:
+    return {
+        str(path.parent.relative_to(workdir)): pd.read_parquet(path).drop(columns="seconds")
+        for path in sorted((workdir / "results").glob("*/runs/**/metrics.parquet"))
+    }
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, data_mirror):
+    """The smoke preset run once, uninterrupted, with its report (Cora from the mirror)."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    snakemake(workdir, "--configfile", PRESETS["smoke"])
+    snakemake(workdir, "--configfile", PRESETS["smoke"], "--report", workdir / "results" / "report.html")
+    return workdir
+
+
+@pytest.mark.slow
+def test_smoke_preset_runs_end_to_end(smoke_run):
+    config = load_preset("smoke")
+    missing = [p for p in final_targets(smoke_run, config) if not p.is_file()]
+    assert not missing
+    report = smoke_run / "results" / "report.html"
+    assert report.stat().st_size > 0
+    assert len(metrics_by_run(smoke_run)) == expected_job_counts(config)["train"]
+    # A rerun after completion has nothing to do.
+    proc = snakemake(smoke_run, "-n", "--configfile", PRESETS["smoke"])
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_outputs(smoke_run, tmp_path):
+    config = load_preset("smoke")
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+    cmd += ["--workflow-profile", str(REPO / "profiles" / "default")]
+    cmd += ["--configfile", str(PRESETS["smoke"])]
+    # Own process group, so the kill takes the running jobs down with Snakemake.
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "results").glob("*/runs/**/summary.json")):
+            assert proc.poll() is None, "snakemake ended before the first run finished"
+            assert time.monotonic() < deadline, "no run finished within 300 s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finished = len(list((tmp_path / "results").glob("*/runs/**/summary.json")))
+    assert finished < expected_job_counts(config)["train"], "killed too late to test a resume"
+
+    snakemake(tmp_path, "--configfile", PRESETS["smoke"])
+
+    assert all(p.is_file() for p in final_targets(tmp_path, config))
+    resumed, uninterrupted = metrics_by_run(tmp_path), metrics_by_run(smoke_run)
+    assert resumed.keys() == uninterrupted.keys()
+    for run, frame in resumed.items():
+        pd.testing.assert_frame_equal(frame, uninterrupted[run], obj=run)
+    proc = snakemake(tmp_path, "-n", "--configfile", PRESETS["smoke"])
+    assert "Nothing to be done" in proc.stdout + proc.stderr

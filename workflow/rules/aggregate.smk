@@ -1,0 +1,98 @@
+"""Per experiment: aggregate the runs (or probe), then write its tables and figures."""
+
+
+rule aggregate:
+    input:
+        runs=run_summaries,
+    output:
+        **{
+            f"{stem}_{ext}": f"{RESULTS}/{{experiment}}/aggregate/{stem}.{ext}"
+            for stem in AGGREGATE_TABLES
+            for ext in ("parquet", "csv")
+        },
+    log:
+        f"{RESULTS}/{{experiment}}/logs/aggregate.log",
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.runs_parquet),
+        run_dirs=lambda wildcards, input: [os.path.dirname(p) for p in input.runs],
+    shell:
+        "lipnorm aggregate --out-dir {params.out_dir} {params.run_dirs} > {log} 2>&1"
+
+
+rule probe:
+    output:
+        parquet=f"{RESULTS}/lipschitz/aggregate/probe.parquet",
+        csv=f"{RESULTS}/lipschitz/aggregate/probe.csv",
+    log:
+        f"{RESULTS}/lipschitz/logs/probe.log",
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.parquet),
+        seed=EXPERIMENTS.get("lipschitz", {}).get("seed", 0),
+        scales=",".join(
+            grid.format_number(s)
+            for s in EXPERIMENTS.get("lipschitz", {}).get("scales", [])
+        ),
+    shell:
+        "lipnorm probe --out-dir {params.out_dir} --seed {params.seed} --scales {params.scales} > {log} 2>&1"
+
+
+# One rule per experiment: each writes its own list of files (lipnorm.tables.TABLES,
+# lipnorm.plots.FIGURES), each shown in the report with its caption. Tables and
+# figures are cheap: they run beside Snakemake (localrule), not as cluster jobs.
+for experiment in EXPERIMENTS:
+    if TABLES[experiment]:
+
+        rule:
+            name:
+                f"tables_{experiment}"
+            input:
+                aggregate_files(experiment),
+            output:
+                [
+                    report(
+                        path,
+                        caption=f"../report/{stem}.rst",
+                        category=experiment,
+                        labels={"experiment": experiment, "table": stem},
+                    )
+                    for stem, path in zip(TABLES[experiment], table_files(experiment))
+                ],
+            log:
+                f"{RESULTS}/{experiment}/logs/tables.log",
+            localrule: True
+            params:
+                experiment=experiment,
+                aggregate_dir=lambda wildcards, input: os.path.dirname(input[0]),
+                out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+            shell:
+                "lipnorm tables {params.experiment} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"
+
+    if FIGURES[experiment]:
+
+        rule:
+            name:
+                f"plots_{experiment}"
+            input:
+                aggregate_files(experiment),
+            output:
+                figure_files(experiment, "pdf"),
+                [
+                    report(
+                        path,
+                        caption=f"../report/{stem}.rst",
+                        category=experiment,
+                        labels={"experiment": experiment, "figure": stem},
+                    )
+                    for stem, path in zip(
+                        FIGURES[experiment], figure_files(experiment, "png")
+                    )
+                ],
+            log:
+                f"{RESULTS}/{experiment}/logs/plots.log",
+            localrule: True
+            params:
+                experiment=experiment,
+                aggregate_dir=lambda wildcards, input: os.path.dirname(input[0]),
+                out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+            shell:
+                "lipnorm plots {params.experiment} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,0 +1,112 @@
+"""Turn the validated config into target paths; all other logic lives in src/lipnorm."""
+
+import os
+import shlex
+import sys
+
+from lipnorm import grid
+from lipnorm.aggregate import AGGREGATE_TABLES
+from lipnorm.plots import FIGURES
+from lipnorm.tables import TABLES
+
+# `make run` calls .venv/bin/snakemake without activating the venv: the `lipnorm`
+# entry point sits beside the interpreter running Snakemake, so jobs find it first.
+shell.prefix(f'export PATH={shlex.quote(os.path.dirname(sys.executable))}:"$PATH"; ')
+
+
+RESULTS = config["results"]
+RESOURCES = config["resources"]
+EXPERIMENTS = config["experiments"]
+# Experiments that train one run per grid point (`lipschitz` only probes).
+GRID_EXPERIMENTS = [name for name in EXPERIMENTS if name != "lipschitz"]
+
+DATASET_ROOT = f"{RESOURCES}/datasets"
+DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"
+MASK = f"{RESOURCES}/masks/{{dataset}}/rate{{rate}}_seed{{seed}}.npy"
+RUN_DIR = f"{RESULTS}/{{experiment}}/runs/{grid.RUN_SUBDIR}"
+RUN_LOG = f"{RESULTS}/{{experiment}}/logs/runs/{grid.RUN_SUBDIR}.log"
+
+
+def _grid_values(key):
+    return [
+        value for name in GRID_EXPERIMENTS for value in EXPERIMENTS[name]["grid"][key]
+    ]
+
+
+wildcard_constraints:
+    experiment=grid.alternatives_regex(GRID_EXPERIMENTS or ["lipschitz"]),
+    dataset=grid.alternatives_regex(_grid_values("datasets") or ["csbm"]),
+    model=grid.alternatives_regex(_grid_values("models") or ["gat"]),
+    depth=r"\d+",
+    alpha=grid.NUMBER_REGEX,
+    rate=grid.NUMBER_REGEX,
+    seed=r"\d+",
+
+
+def mirror_args():
+    """`--mirror DIR` from config `data.mirror`, else from $LIPNORM_DATA_MIRROR."""
+    mirror = config.get("data", {}).get("mirror") or os.environ.get(
+        "LIPNORM_DATA_MIRROR"
+    )
+    return f"--mirror {mirror}" if mirror else ""
+
+
+def dataset_root(wildcards):
+    return DATASET_ROOT
+
+
+def csbm_args(wildcards):
+    """`--csbm SPEC` from config `datasets.csbm` for the generated dataset, else nothing."""
+    params = config.get("datasets", {}).get("csbm") or {}
+    if wildcards.dataset != "csbm" or not params:
+        return ""
+    return f"--csbm {grid.csbm_spec(params)}"
+
+
+def dataset_ready(wildcards):
+    """The download marker of a dataset (csbm needs none).
+
+    Ancient: re-verifying a download must not retrain everything downstream.
+    """
+    if wildcards.dataset == "csbm":
+        return []
+    return ancient(DATASET_READY.format(dataset=wildcards.dataset))
+
+
+def train_args(wildcards):
+    return grid.option_args(EXPERIMENTS[wildcards.experiment]["train"])
+
+
+def run_summaries(wildcards):
+    """The summary.json of every run of a grid experiment."""
+    experiment = wildcards.experiment
+    return [
+        f"{RESULTS}/{experiment}/runs/{subdir}/summary.json"
+        for subdir in grid.run_subdirs(EXPERIMENTS[experiment]["grid"])
+    ]
+
+
+def aggregate_files(experiment):
+    folder = f"{RESULTS}/{experiment}/aggregate"
+    stems = ("probe",) if experiment == "lipschitz" else AGGREGATE_TABLES
+    return [f"{folder}/{stem}.{ext}" for stem in stems for ext in ("parquet", "csv")]
+
+
+def table_files(experiment):
+    return [f"{RESULTS}/{experiment}/tables/{stem}.tex" for stem in TABLES[experiment]]
+
+
+def figure_files(experiment, ext):
+    return [
+        f"{RESULTS}/{experiment}/figures/{stem}.{ext}" for stem in FIGURES[experiment]
+    ]
+
+
+def final_targets():
+    return [
+        path
+        for experiment in EXPERIMENTS
+        for path in table_files(experiment)
+        + figure_files(experiment, "pdf")
+        + figure_files(experiment, "png")
+    ]

@@ -1,0 +1,29 @@
+"""Datasets: download and verify once, then one missing-features mask per rate and seed."""
+
+
+rule download:
+    output:
+        ready=touch(DATASET_READY),
+    log:
+        f"{RESOURCES}/logs/datasets/{{dataset}}.log",
+    # Downloads need the network (or the mirror), which cluster nodes may lack.
+    localrule: True
+    params:
+        root=lambda wildcards, output: os.path.dirname(output.ready),
+        mirror=mirror_args(),
+    shell:
+        "lipnorm data fetch {wildcards.dataset} --root {params.root} {params.mirror} > {log} 2>&1"
+
+
+rule mask:
+    input:
+        ready=dataset_ready,
+    output:
+        mask=MASK,
+    log:
+        f"{RESOURCES}/logs/masks/{{dataset}}/rate{{rate}}_seed{{seed}}.log",
+    params:
+        root=dataset_root,
+        csbm=csbm_args,
+    shell:
+        "lipnorm data mask {wildcards.dataset} --rate {wildcards.rate} --seed {wildcards.seed} --out {output.mask} --root {params.root} {params.csbm} > {log} 2>&1"

@@ -1,0 +1,24 @@
+"""One `lipnorm train` job per grid point of each training experiment."""
+
+
+rule train:
+    input:
+        ready=dataset_ready,
+        mask=MASK,
+    output:
+        # lipnorm train renames the whole run directory into place: never half-written.
+        summary=f"{RUN_DIR}/summary.json",
+        metrics=f"{RUN_DIR}/metrics.parquet",
+        gradnorms=f"{RUN_DIR}/gradnorms.parquet",
+        outnorms=f"{RUN_DIR}/outnorms.parquet",
+    log:
+        RUN_LOG,
+    # Threads, memory and runtime are set per machine in profiles/.
+    threads: 1
+    params:
+        run_dir=lambda wildcards, output: os.path.dirname(output.summary),
+        root=dataset_root,
+        csbm=csbm_args,
+        settings=train_args,
+    shell:
+        "lipnorm train --dataset {wildcards.dataset} --model {wildcards.model} --depth {wildcards.depth} --alpha {wildcards.alpha} --missing-rate {wildcards.rate} --seed {wildcards.seed} --mask {input.mask} --data-root {params.root} {params.csbm} {params.settings} --threads {threads} --out {params.run_dir} > {log} 2>&1"
