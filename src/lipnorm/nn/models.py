@@ -1,0 +1,437 @@
+"""Node-classification models built from the attention layers, and their configuration.
+
+Deep models (`DeepGAT`, `DeepGT`), as in the LipschitzNorm authors' code:
+
+    x -> Linear(in, H*D) -> L x [dropout(feat_drop) -> attention layer (heads
+    concatenated) -> ELU (not after the last layer) -> PairNorm (if any)]
+    -> Linear(H*D, classes)
+
+The classic GAT (`ClassicGAT`, model name "gat-classic") is Velickovic et al.'s network
+as in DGL's Cora example: depth-1 hidden attention layers (8 heads x 8 features, inputs
+and attention dropped out with p=0.6, ELU, heads concatenated), then one output attention
+layer with a single head producing the logits. depth=2 is the published architecture.
+
+Layer numbering for gradient logging (`gradient_groups`, `attention_layers`):
+
+- deep models: 0 = input Linear (kind "input"), 1..L = attention layers ("attention"),
+  L+1 = output Linear ("output");
+- gat-classic: 0..L-2 = hidden attention layers ("attention"), L-1 = output attention
+  layer ("output"); it has no Linear layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import dgl
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lipnorm.nn.gat import GATConv
+from lipnorm.nn.gt import VARIANTS, GTConv
+from lipnorm.nn.pairnorm import PairNorm
+
+MODEL_NAMES = (
+    "gat",
+    "gat-lip",
+    "gat-pairnorm",
+    "gat-lip-pairnorm",
+    "gt",
+    "gt-lip",
+    "gat-classic",
+)
+# Model name -> `norm` option of the deep models.
+DEEP_NORMS = {
+    "gat": "none",
+    "gat-lip": "lip",
+    "gat-pairnorm": "pairnorm",
+    "gat-lip-pairnorm": "lip+pairnorm",
+    "gt": "none",
+    "gt-lip": "lip",
+}
+NORMS = ("none", "lip", "pairnorm", "lip+pairnorm")
+GROUPS = ("fc", "attn", "bias", "res", "norm", "all")
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to build a model; `feat_drop`/`attn_drop` None = the
+    architecture's default (see `resolved`)."""
+
+    model: str
+    in_feats: int
+    num_classes: int
+    depth: int = 2
+    heads: int = 8
+    hidden: int = 8
+    alpha: float = 1.0
+    variant: str = "paper"
+    residual: bool = False
+    feat_drop: float | None = None
+    attn_drop: float | None = None
+    pairnorm_mode: str | None = "PN"
+    pairnorm_scale: float = 1.0
+
+    @classmethod
+    def from_dict(cls, settings: dict[str, Any]) -> ModelConfig:
+        fields = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(settings) - set(fields))
+        if unknown:
+            raise ValueError(
+                f"unknown model setting(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(fields)}"
+            )
+        required = [
+            field.name
+            for field in dataclasses.fields(cls)
+            if field.default is dataclasses.MISSING and field.name not in settings
+        ]
+        if required:
+            raise ValueError(f"missing model setting(s): {', '.join(required)}")
+        return cls(**settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def resolved(self) -> ModelConfig:
+        """A validated copy with the dropout defaults of the architecture filled in."""
+        self.validate()
+        default_feat, default_attn = _DEFAULT_DROPOUT[_architecture(self.model)]
+        return dataclasses.replace(
+            self,
+            feat_drop=default_feat if self.feat_drop is None else self.feat_drop,
+            attn_drop=default_attn if self.attn_drop is None else self.attn_drop,
+        )
+
+    def validate(self) -> None:
+        if self.model not in MODEL_NAMES:
+            raise ValueError(f"unknown model {self.model!r}; allowed: {', '.join(MODEL_NAMES)}")
+        for name in ("in_feats", "num_classes", "depth", "heads", "hidden"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if not self.alpha >= 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown variant {self.variant!r}; allowed: {', '.join(VARIANTS)}")
+        for name in ("feat_drop", "attn_drop"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1) or None (default), got {value!r}")
+        if self.residual and _architecture(self.model) == "gt":
+            raise ValueError(
+                f"residual=True is not available for {self.model!r}: GT layers always carry "
+                "their skip projection; residual applies to the GAT models"
+            )
+        PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
+
+
+def _architecture(model: str) -> str:
+    if model == "gat-classic":
+        return "classic"
+    return model.split("-")[0]
+
+
+# Architecture -> (feature dropout, attention dropout): the authors' deep models and
+# the published classic GAT.
+_DEFAULT_DROPOUT = {"gat": (0.6, 0.3), "gt": (0.5, 0.3), "classic": (0.6, 0.6)}
+
+
+class NumberedLayer(NamedTuple):
+    """One layer of a model as gradient logging sees it."""
+
+    index: int
+    kind: str  # input | attention | output
+    module: nn.Module
+    norm: nn.Module | None  # the PairNorm applied after it, if any
+
+
+class _DeepAttentionNet(nn.Module):
+    """Input Linear, `depth` attention layers, output Linear (see the module docstring)."""
+
+    def __init__(
+        self,
+        in_feats: int,
+        num_classes: int,
+        *,
+        depth: int,
+        heads: int,
+        hidden: int,
+        norm: str,
+        alpha: float,
+        variant: str,
+        feat_drop: float,
+        attn_drop: float,
+        pairnorm_mode: str | None,
+        pairnorm_scale: float,
+        **layer_options: Any,
+    ):
+        super().__init__()
+        if norm not in NORMS:
+            raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(NORMS)}")
+        parts = norm.split("+")
+        width = heads * hidden
+        self.feat_drop = feat_drop
+        self.input_fc = nn.Linear(in_feats, width)
+        self.layers = nn.ModuleList(
+            self._make_layer(
+                width,
+                hidden,
+                heads,
+                norm="lip" if "lip" in parts else "none",
+                alpha=alpha,
+                variant=variant,
+                attn_drop=attn_drop,
+                **layer_options,
+            )
+            for _ in range(depth)
+        )
+        self.pairnorms = (
+            nn.ModuleList(PairNorm(pairnorm_mode, pairnorm_scale) for _ in range(depth))
+            if "pairnorm" in parts
+            else None
+        )
+        self.output_fc = nn.Linear(width, num_classes)
+
+    def _make_layer(self, in_feats: int, out_feats: int, heads: int, **options: Any) -> nn.Module:
+        raise NotImplementedError
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+        h = self.input_fc(feat)
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            h = F.dropout(h, p=self.feat_drop, training=self.training)
+            h = layer(graph, h).flatten(1)
+            if i < last:
+                h = F.elu(h)
+            if self.pairnorms is not None:
+                h = self.pairnorms[i](graph, h)
+        return self.output_fc(h)
+
+    def numbered_layers(self) -> list[NumberedLayer]:
+        norms = self.pairnorms if self.pairnorms is not None else [None] * len(self.layers)
+        return [
+            NumberedLayer(0, "input", self.input_fc, None),
+            *(
+                NumberedLayer(i, "attention", layer, norm)
+                for i, (layer, norm) in enumerate(zip(self.layers, norms), start=1)
+            ),
+            NumberedLayer(len(self.layers) + 1, "output", self.output_fc, None),
+        ]
+
+
+class DeepGAT(_DeepAttentionNet):
+    """Deep GAT of the LipschitzNorm paper; `residual` adds DGL-style residual projections."""
+
+    def __init__(
+        self,
+        in_feats: int,
+        num_classes: int,
+        *,
+        depth: int = 2,
+        heads: int = 8,
+        hidden: int = 8,
+        norm: str = "none",
+        alpha: float = 1.0,
+        variant: str = "paper",
+        residual: bool = False,
+        feat_drop: float = 0.6,
+        attn_drop: float = 0.3,
+        pairnorm_mode: str | None = "PN",
+        pairnorm_scale: float = 1.0,
+    ):
+        super().__init__(
+            in_feats,
+            num_classes,
+            depth=depth,
+            heads=heads,
+            hidden=hidden,
+            norm=norm,
+            alpha=alpha,
+            variant=variant,
+            feat_drop=feat_drop,
+            attn_drop=attn_drop,
+            pairnorm_mode=pairnorm_mode,
+            pairnorm_scale=pairnorm_scale,
+            residual=residual,
+        )
+
+    def _make_layer(self, in_feats: int, out_feats: int, heads: int, **options: Any) -> nn.Module:
+        return GATConv(in_feats, out_feats, heads, **options)
+
+
+class DeepGT(_DeepAttentionNet):
+    """Deep graph transformer of the LipschitzNorm paper (each layer has its skip projection)."""
+
+    def __init__(
+        self,
+        in_feats: int,
+        num_classes: int,
+        *,
+        depth: int = 2,
+        heads: int = 8,
+        hidden: int = 8,
+        norm: str = "none",
+        alpha: float = 1.0,
+        variant: str = "paper",
+        feat_drop: float = 0.5,
+        attn_drop: float = 0.3,
+        pairnorm_mode: str | None = "PN",
+        pairnorm_scale: float = 1.0,
+    ):
+        super().__init__(
+            in_feats,
+            num_classes,
+            depth=depth,
+            heads=heads,
+            hidden=hidden,
+            norm=norm,
+            alpha=alpha,
+            variant=variant,
+            feat_drop=feat_drop,
+            attn_drop=attn_drop,
+            pairnorm_mode=pairnorm_mode,
+            pairnorm_scale=pairnorm_scale,
+        )
+
+    def _make_layer(self, in_feats: int, out_feats: int, heads: int, **options: Any) -> nn.Module:
+        return GTConv(in_feats, out_feats, heads, skip=True, **options)
+
+
+class ClassicGAT(nn.Module):
+    """Velickovic et al.'s GAT (see the module docstring); depth counts attention layers."""
+
+    def __init__(
+        self,
+        in_feats: int,
+        num_classes: int,
+        *,
+        depth: int = 2,
+        heads: int = 8,
+        hidden: int = 8,
+        alpha: float = 1.0,
+        variant: str = "paper",
+        residual: bool = False,
+        feat_drop: float = 0.6,
+        attn_drop: float = 0.6,
+    ):
+        super().__init__()
+        options = dict(
+            alpha=alpha,
+            variant=variant,
+            residual=residual,
+            feat_drop=feat_drop,
+            attn_drop=attn_drop,
+        )
+        width = heads * hidden
+        self.layers = nn.ModuleList(
+            GATConv(in_feats if i == 0 else width, hidden, heads, **options)
+            for i in range(depth - 1)
+        )
+        self.layers.append(GATConv(in_feats if depth == 1 else width, num_classes, 1, **options))
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+        h = feat
+        for layer in self.layers[:-1]:
+            h = F.elu(layer(graph, h).flatten(1))
+        return self.layers[-1](graph, h).mean(1)
+
+    def numbered_layers(self) -> list[NumberedLayer]:
+        last = len(self.layers) - 1
+        return [
+            NumberedLayer(i, "output" if i == last else "attention", layer, None)
+            for i, layer in enumerate(self.layers)
+        ]
+
+
+def build_model(cfg: ModelConfig) -> nn.Module:
+    """The model `cfg` describes; raises ValueError on an invalid configuration."""
+    cfg = cfg.resolved()
+    common = dict(
+        depth=cfg.depth,
+        heads=cfg.heads,
+        hidden=cfg.hidden,
+        alpha=cfg.alpha,
+        variant=cfg.variant,
+        feat_drop=cfg.feat_drop,
+        attn_drop=cfg.attn_drop,
+    )
+    architecture = _architecture(cfg.model)
+    if architecture == "classic":
+        return ClassicGAT(cfg.in_feats, cfg.num_classes, residual=cfg.residual, **common)
+    pairnorm = dict(pairnorm_mode=cfg.pairnorm_mode, pairnorm_scale=cfg.pairnorm_scale)
+    norm = DEEP_NORMS[cfg.model]
+    if architecture == "gt":
+        return DeepGT(cfg.in_feats, cfg.num_classes, norm=norm, **pairnorm, **common)
+    return DeepGAT(
+        cfg.in_feats, cfg.num_classes, norm=norm, residual=cfg.residual, **pairnorm, **common
+    )
+
+
+def _numbered_layers(model: nn.Module) -> list[NumberedLayer]:
+    if not hasattr(model, "numbered_layers"):
+        raise ValueError(
+            f"{type(model).__name__} has no numbered layers; allowed: DeepGAT, DeepGT, ClassicGAT"
+        )
+    return model.numbered_layers()
+
+
+def _group_of(name: str) -> str:
+    """Gradient group of a parameter of an attention layer or Linear, by its name there.
+
+    The residual (GAT `res_fc`) or skip (GT `fc_skip`) projection is one group, bias
+    included; the other biases form `bias`, projection weights (GAT `fc`, GT
+    `fc_q`/`fc_k`/`fc_v`, a Linear's `weight`) form `fc`.
+    """
+    if name.startswith(("res_fc.", "fc_skip.")):
+        return "res"
+    if name in ("attn_l", "attn_r"):
+        return "attn"
+    if name == "bias" or name.endswith(".bias"):
+        return "bias"
+    if name == "weight" or (name.startswith("fc") and name.endswith(".weight")):
+        return "fc"
+    raise ValueError(
+        f"parameter {name!r} has no gradient group; known: res_fc.*, fc_skip.*, attn_l, "
+        "attn_r, *bias, weight, fc*.weight"
+    )
+
+
+def gradient_groups(model: nn.Module) -> list[tuple[int, str, str, list[nn.Parameter]]]:
+    """`(layer_index, kind, group, params)` for every layer and every non-empty group.
+
+    Groups are `fc`, `attn`, `bias`, `res`, `norm` (PairNorm parameters) and `all`
+    (every parameter of the layer, its PairNorm included); the others partition `all`.
+    """
+    entries = []
+    covered: set[int] = set()
+    for layer in _numbered_layers(model):
+        groups: dict[str, list[nn.Parameter]] = {group: [] for group in GROUPS}
+        for name, param in layer.module.named_parameters():
+            groups[_group_of(name)].append(param)
+        if layer.norm is not None:
+            groups["norm"].extend(layer.norm.parameters())
+        groups["all"] = [param for group in GROUPS[:-1] for param in groups[group]]
+        covered.update(id(param) for param in groups["all"])
+        entries.extend(
+            (layer.index, layer.kind, group, params) for group, params in groups.items() if params
+        )
+    missing = [name for name, param in model.named_parameters() if id(param) not in covered]
+    if missing:
+        raise ValueError(f"parameters outside every numbered layer: {', '.join(missing)}")
+    return entries
+
+
+def attention_layers(model: nn.Module) -> list[tuple[int, nn.Module]]:
+    """`(layer_index, module)` of every attention layer (gat-classic's output layer too).
+
+    A forward hook on the module sees the layer's output `(N, H, D)`, before ELU/PairNorm.
+    """
+    return [
+        (layer.index, layer.module)
+        for layer in _numbered_layers(model)
+        if isinstance(layer.module, (GATConv, GTConv))
+    ]
