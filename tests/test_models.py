@@ -326,8 +326,21 @@ def test_invalid_config(setting, value, message):
 
 
 def test_residual_gt_is_rejected():
-    with pytest.raises(ValueError, match="residual=True is not available for 'gt-lip'"):
+    with pytest.raises(ValueError, match="model .gt-lip.: residual=True is not available for GT models"):
         build_model(config("gt-lip", residual=True))
+    with pytest.raises(ValueError, match="residual=True is not available for GT models"):
+        DeepGT(IN_FEATS, NUM_CLASSES, residual=True)
+
+
+def test_deep_model_rejects_unknown_norm():
+    with pytest.raises(ValueError, match="unknown norm 'layernorm'; allowed: none, lip, pairnorm, lip\\+pairnorm"):
+        DeepGAT(IN_FEATS, NUM_CLASSES, norm="layernorm")
+
+
+def test_deep_models_take_architecture_dropouts_by_default():
+    assert DeepGAT(IN_FEATS, NUM_CLASSES).feat_drop == 0.6
+    assert DeepGT(IN_FEATS, NUM_CLASSES).feat_drop == 0.5
+    assert DeepGT(IN_FEATS, NUM_CLASSES, feat_drop=0.2).layers[0].attn_drop.p == 0.3
 
 
 def test_from_dict():

@@ -122,10 +122,7 @@ class ModelConfig:
             if value is not None and not 0 <= value < 1:
                 raise ValueError(f"{name} must be in [0, 1) or None (default), got {value!r}")
         if self.residual and _architecture(self.model) == "gt":
-            raise ValueError(
-                f"residual=True is not available for {self.model!r}: GT layers always carry "
-                "their skip projection; residual applies to the GAT models"
-            )
+            raise ValueError(f"model {self.model!r}: {_NO_GT_RESIDUAL}")
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
 
 
@@ -135,6 +132,10 @@ def _architecture(model: str) -> str:
     return model.split("-")[0]
 
 
+_NO_GT_RESIDUAL = (
+    "residual=True is not available for GT models, whose layers always carry their skip "
+    "projection; residual applies to the GAT models"
+)
 # Architecture -> (feature dropout, attention dropout): the authors' deep models and
 # the published classic GAT.
 _DEFAULT_DROPOUT = {"gat": (0.6, 0.3), "gt": (0.5, 0.3), "classic": (0.6, 0.6)}
@@ -150,42 +151,48 @@ class NumberedLayer(NamedTuple):
 
 
 class _DeepAttentionNet(nn.Module):
-    """Input Linear, `depth` attention layers, output Linear (see the module docstring)."""
+    """Input Linear, `depth` attention layers, output Linear (see the module docstring).
+
+    `feat_drop`/`attn_drop` None = the architecture's default.
+    """
+
+    architecture: str  # key of _DEFAULT_DROPOUT
 
     def __init__(
         self,
         in_feats: int,
         num_classes: int,
         *,
-        depth: int,
-        heads: int,
-        hidden: int,
-        norm: str,
-        alpha: float,
-        variant: str,
-        feat_drop: float,
-        attn_drop: float,
-        pairnorm_mode: str | None,
-        pairnorm_scale: float,
-        **layer_options: Any,
+        depth: int = 2,
+        heads: int = 8,
+        hidden: int = 8,
+        norm: str = "none",
+        alpha: float = 1.0,
+        variant: str = "paper",
+        residual: bool = False,
+        feat_drop: float | None = None,
+        attn_drop: float | None = None,
+        pairnorm_mode: str | None = "PN",
+        pairnorm_scale: float = 1.0,
     ):
         super().__init__()
         if norm not in NORMS:
             raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(NORMS)}")
         parts = norm.split("+")
+        default_feat, default_attn = _DEFAULT_DROPOUT[self.architecture]
         width = heads * hidden
-        self.feat_drop = feat_drop
+        self.feat_drop = default_feat if feat_drop is None else feat_drop
         self.input_fc = nn.Linear(in_feats, width)
         self.layers = nn.ModuleList(
             self._make_layer(
                 width,
                 hidden,
                 heads,
+                residual,
                 norm="lip" if "lip" in parts else "none",
                 alpha=alpha,
                 variant=variant,
-                attn_drop=attn_drop,
-                **layer_options,
+                attn_drop=default_attn if attn_drop is None else attn_drop,
             )
             for _ in range(depth)
         )
@@ -196,7 +203,9 @@ class _DeepAttentionNet(nn.Module):
         )
         self.output_fc = nn.Linear(width, num_classes)
 
-    def _make_layer(self, in_feats: int, out_feats: int, heads: int, **options: Any) -> nn.Module:
+    def _make_layer(
+        self, in_feats: int, out_feats: int, heads: int, residual: bool, **options: Any
+    ) -> nn.Module:
         raise NotImplementedError
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
@@ -224,85 +233,30 @@ class _DeepAttentionNet(nn.Module):
 
 
 class DeepGAT(_DeepAttentionNet):
-    """Deep GAT of the LipschitzNorm paper; `residual` adds DGL-style residual projections."""
+    """Deep GAT of the LipschitzNorm paper; `residual` adds DGL-style residual connections."""
 
-    def __init__(
-        self,
-        in_feats: int,
-        num_classes: int,
-        *,
-        depth: int = 2,
-        heads: int = 8,
-        hidden: int = 8,
-        norm: str = "none",
-        alpha: float = 1.0,
-        variant: str = "paper",
-        residual: bool = False,
-        feat_drop: float = 0.6,
-        attn_drop: float = 0.3,
-        pairnorm_mode: str | None = "PN",
-        pairnorm_scale: float = 1.0,
-    ):
-        super().__init__(
-            in_feats,
-            num_classes,
-            depth=depth,
-            heads=heads,
-            hidden=hidden,
-            norm=norm,
-            alpha=alpha,
-            variant=variant,
-            feat_drop=feat_drop,
-            attn_drop=attn_drop,
-            pairnorm_mode=pairnorm_mode,
-            pairnorm_scale=pairnorm_scale,
-            residual=residual,
-        )
+    architecture = "gat"
 
-    def _make_layer(self, in_feats: int, out_feats: int, heads: int, **options: Any) -> nn.Module:
-        return GATConv(in_feats, out_feats, heads, **options)
+    def _make_layer(self, in_feats, out_feats, heads, residual, **options):
+        return GATConv(in_feats, out_feats, heads, residual=residual, **options)
 
 
 class DeepGT(_DeepAttentionNet):
     """Deep graph transformer of the LipschitzNorm paper (each layer has its skip projection)."""
 
-    def __init__(
-        self,
-        in_feats: int,
-        num_classes: int,
-        *,
-        depth: int = 2,
-        heads: int = 8,
-        hidden: int = 8,
-        norm: str = "none",
-        alpha: float = 1.0,
-        variant: str = "paper",
-        feat_drop: float = 0.5,
-        attn_drop: float = 0.3,
-        pairnorm_mode: str | None = "PN",
-        pairnorm_scale: float = 1.0,
-    ):
-        super().__init__(
-            in_feats,
-            num_classes,
-            depth=depth,
-            heads=heads,
-            hidden=hidden,
-            norm=norm,
-            alpha=alpha,
-            variant=variant,
-            feat_drop=feat_drop,
-            attn_drop=attn_drop,
-            pairnorm_mode=pairnorm_mode,
-            pairnorm_scale=pairnorm_scale,
-        )
+    architecture = "gt"
 
-    def _make_layer(self, in_feats: int, out_feats: int, heads: int, **options: Any) -> nn.Module:
+    def _make_layer(self, in_feats, out_feats, heads, residual, **options):
+        if residual:
+            raise ValueError(_NO_GT_RESIDUAL)
         return GTConv(in_feats, out_feats, heads, skip=True, **options)
 
 
 class ClassicGAT(nn.Module):
-    """Velickovic et al.'s GAT (see the module docstring); depth counts attention layers."""
+    """Velickovic et al.'s GAT (see the module docstring); depth counts attention layers.
+
+    `feat_drop`/`attn_drop` None = the published 0.6.
+    """
 
     def __init__(
         self,
@@ -315,16 +269,17 @@ class ClassicGAT(nn.Module):
         alpha: float = 1.0,
         variant: str = "paper",
         residual: bool = False,
-        feat_drop: float = 0.6,
-        attn_drop: float = 0.6,
+        feat_drop: float | None = None,
+        attn_drop: float | None = None,
     ):
         super().__init__()
+        default_feat, default_attn = _DEFAULT_DROPOUT["classic"]
         options = dict(
             alpha=alpha,
             variant=variant,
             residual=residual,
-            feat_drop=feat_drop,
-            attn_drop=attn_drop,
+            feat_drop=default_feat if feat_drop is None else feat_drop,
+            attn_drop=default_attn if attn_drop is None else attn_drop,
         )
         width = heads * hidden
         self.layers = nn.ModuleList(
@@ -356,18 +311,21 @@ def build_model(cfg: ModelConfig) -> nn.Module:
         hidden=cfg.hidden,
         alpha=cfg.alpha,
         variant=cfg.variant,
+        residual=cfg.residual,
         feat_drop=cfg.feat_drop,
         attn_drop=cfg.attn_drop,
     )
     architecture = _architecture(cfg.model)
     if architecture == "classic":
-        return ClassicGAT(cfg.in_feats, cfg.num_classes, residual=cfg.residual, **common)
-    pairnorm = dict(pairnorm_mode=cfg.pairnorm_mode, pairnorm_scale=cfg.pairnorm_scale)
-    norm = DEEP_NORMS[cfg.model]
-    if architecture == "gt":
-        return DeepGT(cfg.in_feats, cfg.num_classes, norm=norm, **pairnorm, **common)
-    return DeepGAT(
-        cfg.in_feats, cfg.num_classes, norm=norm, residual=cfg.residual, **pairnorm, **common
+        return ClassicGAT(cfg.in_feats, cfg.num_classes, **common)
+    deep_class = DeepGT if architecture == "gt" else DeepGAT
+    return deep_class(
+        cfg.in_feats,
+        cfg.num_classes,
+        norm=DEEP_NORMS[cfg.model],
+        pairnorm_mode=cfg.pairnorm_mode,
+        pairnorm_scale=cfg.pairnorm_scale,
+        **common,
     )
 
 
