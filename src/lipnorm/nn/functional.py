@@ -7,6 +7,7 @@ import math
 import dgl
 import dgl.function as fn
 import torch
+from torch import nn
 
 # LipschitzNorm settings of the attention layers: plain or normalised scores, and the
 # normaliser's formula (the paper's, or the authors' public code's).
@@ -54,3 +55,25 @@ def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: i
             raise ValueError(f"{name} must be at least 1, got {value}")
     if not (math.isfinite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
+
+
+class AttentionConv(nn.Module):
+    """What GAT and GT layers share: validated sizes and LipschitzNorm options."""
+
+    def __init__(self, in_feats: int, out_feats: int, num_heads: int, *, norm: str, alpha: float, variant: str):
+        super().__init__()
+        check_attention_options(
+            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
+        )
+        self.in_feats = in_feats
+        self.out_feats = out_feats
+        self.num_heads = num_heads
+        self.norm = norm
+        self.alpha = alpha
+        self.variant = variant
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_feats={self.in_feats}, out_feats={self.out_feats}, num_heads={self.num_heads}, "
+            f"norm={self.norm!r}, alpha={self.alpha}, variant={self.variant!r}"
+        )

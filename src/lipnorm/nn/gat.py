@@ -29,7 +29,7 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import NORMS, VARIANTS, check_attention_options, neighbour_max
+from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, neighbour_max
 
 __all__ = ["GATConv", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
 # The public code scales the attention norm by this constant (`att_norm=4`).
@@ -52,7 +52,7 @@ def _scaled_inverse_sqrt(squared: torch.Tensor, scale: float, eps: float) -> tor
     return torch.where(above, scale * torch.rsqrt(safe), torch.zeros_like(squared))
 
 
-class GATConv(nn.Module):
+class GATConv(AttentionConv):
     r"""Multi-head graph attention convolution with optional LipschitzNorm.
 
     ``forward(graph, feat)`` maps ``feat`` ``(N, in_feats)`` to ``(N, num_heads, out_feats)``:
@@ -132,18 +132,9 @@ class GATConv(nn.Module):
         allow_zero_in_degree: bool = False,
         eps: float = 1e-12,
     ):
-        super().__init__()
-        check_attention_options(
-            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
-        )
+        super().__init__(in_feats, out_feats, num_heads, norm=norm, alpha=alpha, variant=variant)
         if not (math.isfinite(eps) and eps >= 0):
             raise ValueError(f"eps must be a finite number >= 0, got {eps}")
-        self.in_feats = in_feats
-        self.out_feats = out_feats
-        self.num_heads = num_heads
-        self.norm = norm
-        self.alpha = alpha
-        self.variant = variant
         self.eps = eps
         self.allow_zero_in_degree = allow_zero_in_degree
         width = num_heads * out_feats
@@ -166,12 +157,6 @@ class GATConv(nn.Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
-
-    def extra_repr(self) -> str:
-        return (
-            f"in_feats={self.in_feats}, out_feats={self.out_feats}, num_heads={self.num_heads}, "
-            f"norm={self.norm!r}, alpha={self.alpha}, variant={self.variant!r}"
-        )
 
     def reset_parameters(self) -> None:
         """Xavier-normal weights with the ReLU gain and zero biases, as DGL's GATConv."""

@@ -36,12 +36,12 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import NORMS, VARIANTS, check_attention_options, neighbour_max, safe_divide
+from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, neighbour_max, safe_divide
 
 __all__ = ["GTConv", "NORMS", "VARIANTS"]
 
 
-class GTConv(nn.Module):
+class GTConv(AttentionConv):
     """Multi-head graph transformer convolution; `forward` returns `(N, num_heads, out_feats)`.
 
     Biases: `bias` switches the biases of all four projections (`fc_q`, `fc_k`, `fc_v`,
@@ -63,16 +63,7 @@ class GTConv(nn.Module):
         skip: bool = True,
         bias: bool = True,
     ):
-        super().__init__()
-        check_attention_options(
-            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
-        )
-        self.in_feats = in_feats
-        self.out_feats = out_feats
-        self.num_heads = num_heads
-        self.norm = norm
-        self.alpha = alpha
-        self.variant = variant
+        super().__init__(in_feats, out_feats, num_heads, norm=norm, alpha=alpha, variant=variant)
         width = num_heads * out_feats
         self.fc_q = nn.Linear(in_feats, width, bias=bias)
         self.fc_k = nn.Linear(in_feats, width, bias=bias)
@@ -80,12 +71,6 @@ class GTConv(nn.Module):
         self.fc_skip = nn.Linear(in_feats, width, bias=bias) if skip else None
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
-
-    def extra_repr(self) -> str:
-        return (
-            f"in_feats={self.in_feats}, out_feats={self.out_feats}, num_heads={self.num_heads}, "
-            f"norm={self.norm!r}, alpha={self.alpha}, variant={self.variant!r}"
-        )
 
     def reset_parameters(self) -> None:
         """PyTorch's `nn.Linear` initialisation, as PyG's `TransformerConv`."""
