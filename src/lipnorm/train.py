@@ -265,8 +265,6 @@ def compute_metric(metric: str, logits: torch.Tensor, labels: torch.Tensor) -> f
         denominator = 2 * true_pos + false_pos + false_neg
         return 2 * true_pos / denominator if denominator else 0.0
     if metric == "ogb-accuracy":
-        # ogb checks PyPI for a newer version on import: no network here, no warning.
-        os.environ.setdefault("OUTDATED_IGNORE", "1")
         from ogb.nodeproppred import Evaluator
 
         result = Evaluator("ogbn-arxiv").eval(
