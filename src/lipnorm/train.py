@@ -18,7 +18,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import platform
 import random
 import resource
