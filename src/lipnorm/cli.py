@@ -209,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(sub)
     _add_train(sub)
     _add_results(sub)
+    _add_bench(sub)
     return parser
 
 

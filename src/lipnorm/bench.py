@@ -1,0 +1,743 @@
+"""Benchmarks: the cost of LipschitzNorm, side by side with DGL's and PyG's layers.
+
+Every implementation of a family runs inside the same deep model (`BenchNet`: input
+Linear, `depth` x [dropout -> attention layer (heads concatenated) -> ELU except after
+the last], output Linear; the dropouts of `lipnorm.nn.models`), so the only difference
+between two timings is the attention layer:
+
+- family "gat": our `GATConv` without norm (`gat`), with LipschitzNorm (`gat-lip`, the
+  paper's normaliser; `gat-lip-official`, the authors' code's), `dgl.nn.GATConv`
+  (`dgl-gat`) and PyG's `GATConv` (`pyg-gat`, self-loops already in the graph);
+- family "gt": our `GTConv` (`gt`, `gt-lip`, `gt-lip-official`) and PyG's
+  `TransformerConv` (`pyg-transformer`).
+
+One training step is zero_grad, full-batch forward, cross-entropy on the training nodes,
+backward and an Adam step. Per case (graph x depth x heads x hidden), after warm-up, the
+implementations take one step each in round-robin order (rotated every round) for many
+rounds, so load changes of the shared machine hit all of them alike; medians per
+implementation and ratios of medians come from the same rounds. Memory is measured
+after the timings, apart from them: the peak RSS of one step (Linux VmHWM, reset
+through /proc/self/clear_refs) and the bytes one attention layer alone keeps for its
+backward pass (saved tensors, each storage counted once).
+
+Outputs (`run_benchmark`): `measurements.csv` (every measurement, long format),
+`summary.md` (ratios, memory, gradient-logging overhead, scaling slopes, profile),
+`epoch_time_vs_edges.{pdf,png}` and `profile_gat_8x8.txt` (torch.profiler tables).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from lipnorm.io import atomic_dir
+
+# csbm graphs: average degree 9 plus one self-loop, so edges = 10 x nodes exactly.
+CSBM_AVG_DEGREE = 9
+CSBM_FEATURES = 32
+CSBM_CLASSES = 3
+COLUMNS = [
+    "family", "dataset", "nodes", "edges", "depth", "heads", "hidden",
+    "implementation", "metric", "round", "value",
+]
+# (numerator, denominator, target or None): the ratios summary.md reports, per family.
+RATIOS = {
+    "gat": [
+        ("gat-lip", "gat", 1.10),
+        ("gat-lip-official", "gat", 1.10),
+        ("gat", "dgl-gat", 1.05),
+        ("gat-lip", "pyg-gat", 1.10),
+    ],
+    "gt": [
+        ("gt-lip", "gt", 1.10),
+        ("gt-lip-official", "gt", 1.10),
+        ("gt", "pyg-transformer", None),
+        ("gt-lip", "pyg-transformer", None),
+    ],
+}
+GRADLOG_TARGET = 1.05
+SLOPE_TARGET = 1.1
+
+
+class Implementation(NamedTuple):
+    family: str
+    # (in_feats, out_feats, heads, attn_drop) -> layer called as layer(structure, h)
+    make: Callable[[int, int, int, float], Any]
+    edge_index: bool  # PyG layer: `structure` is the (2, E) edge index, else the DGLGraph
+
+
+class Case(NamedTuple):
+    family: str
+    dataset: str  # "cora" or "csbm"
+    nodes: int
+    edges: int  # self-loops included
+    depth: int
+    heads: int
+    hidden: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one benchmark run measures and how hard it tries."""
+
+    datasets: tuple[str, ...]  # "cora" and/or "csbm-<edges>"
+    depths: tuple[int, ...]
+    widths: tuple[tuple[int, int], ...]  # (heads, hidden)
+    families: tuple[str, ...] = ("gat", "gt")
+    seconds_per_case: float = 10.0  # timed rounds stop after this (at least min_rounds)
+    min_rounds: int = 3
+    max_rounds: int = 40
+    warmup_rounds: int = 2
+    # Cases estimated above this much work per step are skipped: on a shared 2-core
+    # machine the grid's largest cells (e.g. 10^6 edges x depth 30 x 8x64) take minutes
+    # per step, and they do not change the ratios the smaller ones measure.
+    step_budget_gflop: float = 10.0
+    gradlog_depths: tuple[int, ...] = (2, 10, 30)
+    gradlog_rounds: int = 15
+    profile_edges: int = 100_000
+    profile_depth: int = 2
+    profile_steps: int = 5
+
+
+FULL = Plan(
+    datasets=("cora", "csbm-10000", "csbm-100000", "csbm-1000000"),
+    depths=(2, 10, 30),
+    widths=((8, 8), (8, 64)),
+)
+QUICK = Plan(
+    datasets=("csbm-10000",),
+    depths=(2,),
+    widths=((8, 8),),
+    seconds_per_case=1.0,
+    min_rounds=3,
+    max_rounds=5,
+    warmup_rounds=1,
+    gradlog_depths=(2,),
+    gradlog_rounds=3,
+    profile_edges=10_000,
+    profile_steps=1,
+)
+
+
+def _ours(layer_class: type, **options: Any):
+    def make(in_feats: int, out_feats: int, heads: int, attn_drop: float):
+        return layer_class(in_feats, out_feats, heads, attn_drop=attn_drop, **options)
+
+    return make
+
+
+def _dgl_gat(in_feats: int, out_feats: int, heads: int, attn_drop: float):
+    import dgl.nn
+
+    return dgl.nn.GATConv(in_feats, out_feats, heads, attn_drop=attn_drop)
+
+
+def _pyg(layer):
+    """PyG layers take `(x, edge_index)`; the bench model calls `(structure, h)`."""
+    from torch import nn
+
+    class EdgeIndexFirst(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, edge_index, h):
+            return self.layer(h, edge_index)
+
+    return EdgeIndexFirst()
+
+
+def _pyg_gat(in_feats: int, out_feats: int, heads: int, attn_drop: float):
+    from torch_geometric.nn import GATConv
+
+    return _pyg(GATConv(in_feats, out_feats, heads, dropout=attn_drop, add_self_loops=False))
+
+
+def _pyg_transformer(in_feats: int, out_feats: int, heads: int, attn_drop: float):
+    from torch_geometric.nn import TransformerConv
+
+    return _pyg(TransformerConv(in_feats, out_feats, heads, dropout=attn_drop, root_weight=True))
+
+
+def implementations() -> dict[str, Implementation]:
+    """Name -> implementation; PyG ones need the `bench` extra (torch_geometric)."""
+    from lipnorm.nn.gat import GATConv
+    from lipnorm.nn.gt import GTConv
+
+    return {
+        "gat": Implementation("gat", _ours(GATConv, norm="none"), False),
+        "gat-lip": Implementation("gat", _ours(GATConv, norm="lip", variant="paper"), False),
+        "gat-lip-official": Implementation("gat", _ours(GATConv, norm="lip", variant="official"), False),
+        "dgl-gat": Implementation("gat", _dgl_gat, False),
+        "pyg-gat": Implementation("gat", _pyg_gat, True),
+        "gt": Implementation("gt", _ours(GTConv, norm="none"), False),
+        "gt-lip": Implementation("gt", _ours(GTConv, norm="lip", variant="paper"), False),
+        "gt-lip-official": Implementation("gt", _ours(GTConv, norm="lip", variant="official"), False),
+        "pyg-transformer": Implementation("gt", _pyg_transformer, True),
+    }
+
+
+def require_pyg() -> None:
+    """Raise ValueError naming the missing extra if torch_geometric cannot be imported."""
+    try:
+        import torch_geometric  # noqa: F401
+    except ImportError as err:
+        raise ValueError(
+            f"the benchmark compares with PyG, which is not installed ({err}); install the "
+            "`bench` extra: pip install -c constraints.txt -e '.[bench]'"
+        ) from None
+
+
+def _bench_net_class():
+    import torch.nn.functional as F
+    from torch import nn
+
+    class BenchNet(nn.Module):
+        """Input Linear, `depth` attention layers (heads concatenated, ELU between), output Linear."""
+
+        def __init__(self, make_layer, in_feats, num_classes, depth, heads, hidden, feat_drop, attn_drop):
+            super().__init__()
+            width = heads * hidden
+            self.feat_drop = feat_drop
+            self.input_fc = nn.Linear(in_feats, width)
+            self.layers = nn.ModuleList(make_layer(width, hidden, heads, attn_drop) for _ in range(depth))
+            self.output_fc = nn.Linear(width, num_classes)
+
+        def forward(self, structure, feat):
+            h = self.input_fc(feat)
+            for i, layer in enumerate(self.layers):
+                h = F.dropout(h, p=self.feat_drop, training=self.training)
+                h = layer(structure, h).flatten(1)
+                if i < len(self.layers) - 1:
+                    h = F.elu(h)
+            return self.output_fc(h)
+
+    return BenchNet
+
+
+def dropouts(family: str) -> tuple[float, float]:
+    """(feature, attention) dropout of our deep models of that family."""
+    from lipnorm.nn.models import ModelConfig
+
+    cfg = ModelConfig(model=family, in_feats=1, num_classes=2).resolved()
+    return cfg.feat_drop, cfg.attn_drop
+
+
+def build_bench_model(name: str, in_feats: int, num_classes: int, depth: int, heads: int, hidden: int):
+    """The bench model of implementation `name`, initialised from seed 0."""
+    import torch
+
+    impls = implementations()
+    if name not in impls:
+        raise ValueError(f"unknown implementation {name!r}; allowed: {', '.join(impls)}")
+    impl = impls[name]
+    feat_drop, attn_drop = dropouts(impl.family)
+    torch.manual_seed(0)
+    return _bench_net_class()(impl.make, in_feats, num_classes, depth, heads, hidden, feat_drop, attn_drop)
+
+
+class Graph(NamedTuple):
+    """A benchmark graph: both structures, inputs and training targets."""
+
+    name: str
+    graph: Any  # DGLGraph with self-loops
+    edge_index: Any  # (2, E) int64, source row first (PyG's flow source -> target)
+    features: Any
+    labels: Any
+    train_mask: Any
+    num_classes: int
+
+    @property
+    def nodes(self) -> int:
+        return self.graph.num_nodes()
+
+    @property
+    def edges(self) -> int:
+        return self.graph.num_edges()
+
+    def structure(self, impl: Implementation):
+        return self.edge_index if impl.edge_index else self.graph
+
+
+def parse_dataset(spec: str) -> tuple[str, int | None]:
+    """"cora" -> ("cora", None); "csbm-<edges>" -> ("csbm", edges), edges >= 100."""
+    if spec == "cora":
+        return "cora", None
+    prefix, _, count = spec.partition("-")
+    if prefix == "csbm" and count.isdigit() and int(count) >= 100:
+        return "csbm", int(count)
+    raise ValueError(f"unknown benchmark dataset {spec!r}; allowed: cora, csbm-<edges> (edges >= 100)")
+
+
+def load_graph(spec: str, root: str | os.PathLike, mirror: str | None) -> Graph:
+    import torch
+
+    from lipnorm import data
+
+    name, edges = parse_dataset(spec)
+    if name == "csbm":
+        params = data.CSBMParams(
+            nodes=edges // (CSBM_AVG_DEGREE + 1), classes=CSBM_CLASSES,
+            avg_degree=CSBM_AVG_DEGREE, feature_dim=CSBM_FEATURES, seed=0,
+        )
+        dataset = data.load_dataset("csbm", csbm=params)
+    else:
+        dataset = data.load_dataset(name, root=root, mirror=mirror)
+    edge_index = torch.stack(dataset.graph.edges()).long().contiguous()
+    return Graph(
+        spec, dataset.graph, edge_index, dataset.features, dataset.labels,
+        dataset.train_mask, dataset.num_classes,
+    )
+
+
+def estimated_step_gflop(
+    nodes: int, edges: int, in_feats: int, depth: int, heads: int, hidden: int, family: str
+) -> float:
+    """Rough floating-point work of one training step (forward + backward ~ 3 x forward).
+
+    Per attention layer: the projections (1 for "gat", 4 for "gt": queries, keys,
+    values, skip) of width W = heads x hidden, 2 N W^2 each, and about 7 edge passes
+    of width W; plus the input Linear. Used to keep the full run within its time budget.
+    """
+    width = heads * hidden
+    projections = 4 if family == "gt" else 1
+    per_layer = projections * 2 * nodes * width * width + 7 * edges * width
+    return 3 * (depth * per_layer + 2 * nodes * in_feats * width) / 1e9
+
+
+def train_step(model, optimizer, structure, graph: Graph) -> float:
+    """One full-batch training step; returns the loss (forces the step to complete)."""
+    import torch.nn.functional as F
+
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(structure, graph.features)
+    loss = F.cross_entropy(logits[graph.train_mask], graph.labels[graph.train_mask])
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _timed(step: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def interleaved_rounds(
+    steps: dict[str, Callable[[], Any]], plan: Plan, rounds: int | None = None
+) -> Iterator[tuple[int, str, float]]:
+    """Warm up, then yield `(round, name, seconds)`: one step of each per round.
+
+    The order rotates by one every round. Without `rounds`, rounds continue until
+    `plan.seconds_per_case` have passed (within [min_rounds, max_rounds]).
+    """
+    names = list(steps)
+    for _ in range(plan.warmup_rounds):
+        for name in names:
+            steps[name]()
+    started = time.perf_counter()
+    limit = rounds if rounds is not None else plan.max_rounds
+    for r in range(limit):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            yield r, name, _timed(steps[name])
+        enough = rounds is None and r + 1 >= plan.min_rounds
+        if enough and time.perf_counter() - started >= plan.seconds_per_case:
+            break
+
+
+def _peak_rss_of(step: Callable[[], Any]) -> tuple[float, float]:
+    """(peak RSS during `step`, that peak minus the RSS before it), in MB (Linux)."""
+    # Return freed heap pages to the system first, or the baseline hides the step's peak.
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    before = _status_kb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    step()
+    peak = _status_kb("VmHWM")
+    return peak / 1024, (peak - before) / 1024
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise ValueError(f"/proc/self/status has no field {field!r}")
+
+
+def saved_tensor_bytes(layer, structure, feat) -> int:
+    """Bytes the layer's forward keeps for backward (each storage counted once)."""
+    import torch
+
+    storages: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        layer(structure, feat)
+    # The input itself is not the layer's cost.
+    storages.pop(feat.untyped_storage().data_ptr(), None)
+    return sum(storages.values())
+
+
+def _rows(case: Case, impl: str, metric: str, values: Sequence[tuple[int | None, float]]):
+    return [
+        {
+            "family": case.family, "dataset": case.dataset, "nodes": case.nodes, "edges": case.edges,
+            "depth": case.depth, "heads": case.heads, "hidden": case.hidden,
+            "implementation": impl, "metric": metric, "round": r, "value": value,
+        }
+        for r, value in values
+    ]
+
+
+def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None]) -> list[dict]:
+    """Interleaved step times, then peak RSS and per-layer saved bytes, of every
+    implementation of the case's family."""
+    import torch
+
+    impls = {name: impl for name, impl in implementations().items() if impl.family == case.family}
+    steps = {}
+    for name, impl in impls.items():
+        model = build_bench_model(
+            name, graph.features.shape[1], graph.num_classes, case.depth, case.heads, case.hidden
+        ).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
+        structure = graph.structure(impl)
+        steps[name] = lambda m=model, o=optimizer, s=structure: train_step(m, o, s, graph)
+    rows = []
+    times: dict[str, list[tuple[int, float]]] = {name: [] for name in impls}
+    for r, name, seconds in interleaved_rounds(steps, plan):
+        times[name].append((r, seconds))
+    for name in impls:
+        rows += _rows(case, name, "step_seconds", times[name])
+        peak, delta = _peak_rss_of(steps[name])
+        rows += _rows(case, name, "peak_rss_mb", [(None, peak)])
+        rows += _rows(case, name, "step_rss_mb", [(None, delta)])
+        width = case.heads * case.hidden
+        torch.manual_seed(0)
+        layer = impls[name].make(width, case.hidden, case.heads, 0.0)
+        feat = torch.randn(graph.nodes, width, requires_grad=True)
+        saved = saved_tensor_bytes(layer, graph.structure(impls[name]), feat)
+        rows += _rows(case, name, "layer_saved_mb", [(None, saved / 2**20)])
+    medians = ", ".join(f"{name} {1e3 * np.median([t for _, t in times[name]]):.1f}" for name in impls)
+    log(f"{case}: {len(times[next(iter(impls))])} rounds, median ms: {medians}")
+    return rows
+
+
+def gradlog_overhead(spec: str, depth: int, plan: Plan, threads: int, root, mirror) -> list[dict]:
+    """Step times of `lipnorm train`'s Trainer with and without gradient/output-norm logging.
+
+    Uses `Trainer.train_step(instrument=...)`, interleaved on the same model (gat-lip,
+    8 heads x 8).
+    """
+    from lipnorm import train
+
+    name, edges = parse_dataset(spec)
+    csbm = None
+    if name == "csbm":
+        csbm = f"nodes={edges // (CSBM_AVG_DEGREE + 1)},avg_degree={CSBM_AVG_DEGREE},classes={CSBM_CLASSES},feature_dim={CSBM_FEATURES}"
+    config = train.TrainConfig(
+        dataset=name, model="gat-lip", depth=depth, threads=threads,
+        data_root=str(root), mirror=mirror, csbm=csbm,
+    ).resolved()
+    setup = train.prepare(config)
+    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    steps = {
+        "logged": lambda: trainer.train_step(instrument=True),
+        "unlogged": lambda: trainer.train_step(instrument=False),
+    }
+    graph = setup.dataset.graph
+    case = Case("gradlog", name, graph.num_nodes(), graph.num_edges(), depth, config.heads, config.hidden)
+    rounds = interleaved_rounds(steps, plan, rounds=plan.gradlog_rounds)
+    return [row for r, impl, seconds in rounds for row in _rows(case, impl, "step_seconds", [(r, seconds)])]
+
+
+def profile_lip(graph: Graph, plan: Plan, heads: int = 8, hidden: int = 8) -> tuple[str, pd.DataFrame]:
+    """torch.profiler tables of training steps of gat and gat-lip, and per-op differences.
+
+    Returns the text report and a frame `op, calls_gat, calls_gat_lip, ms_gat, ms_gat_lip,
+    extra_ms` (self CPU time per step), largest extra first.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    per_impl = {}
+    text = []
+    for name in ("gat", "gat-lip"):
+        model = build_bench_model(
+            name, graph.features.shape[1], graph.num_classes, plan.profile_depth, heads, hidden
+        ).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
+        for _ in range(2):
+            train_step(model, optimizer, graph.graph, graph)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
+            for _ in range(plan.profile_steps):
+                train_step(model, optimizer, graph.graph, graph)
+        averages = prof.key_averages()
+        text.append(
+            f"== {name}: {plan.profile_steps} training step(s), {graph.name} "
+            f"({graph.nodes} nodes, {graph.edges} edges), depth {plan.profile_depth}, "
+            f"{heads} heads x {hidden}\n"
+            + averages.table(sort_by="self_cpu_time_total", row_limit=30)
+        )
+        per_impl[name] = pd.DataFrame(
+            {
+                "op": [event.key for event in averages],
+                "calls": [event.count / plan.profile_steps for event in averages],
+                "ms": [event.self_cpu_time_total / 1e3 / plan.profile_steps for event in averages],
+            }
+        ).groupby("op").sum()
+    both = per_impl["gat"].join(per_impl["gat-lip"], how="outer", lsuffix="_gat", rsuffix="_gat_lip").fillna(0.0)
+    both["extra_ms"] = both["ms_gat_lip"] - both["ms_gat"]
+    both = both.reset_index().sort_values("extra_ms", ascending=False)
+    return "\n\n".join(text), both[["op", "calls_gat", "calls_gat_lip", "ms_gat", "ms_gat_lip", "extra_ms"]]
+
+
+def cases(plan: Plan) -> list[tuple[str, Case]]:
+    return [
+        (spec, Case(family, parse_dataset(spec)[0], 0, 0, depth, heads, hidden))
+        for spec in plan.datasets
+        for family in plan.families
+        for depth in plan.depths
+        for heads, hidden in plan.widths
+    ]
+
+
+def ratio_table(times: pd.DataFrame) -> pd.DataFrame:
+    """One row per (family, case, ratio): medians, ratio of medians, and the
+    interquartile range of the per-round ratios, with the target check."""
+    keys = ["family", "dataset", "nodes", "edges", "depth", "heads", "hidden"]
+    rows = []
+    for key, group in times.groupby(keys, sort=False):
+        by_impl = group.pivot_table(index="round", columns="implementation", values="value")
+        for num, den, target in RATIOS[key[0]]:
+            if num not in by_impl or den not in by_impl:
+                continue
+            paired = (by_impl[num] / by_impl[den]).dropna()
+            ratio = by_impl[num].median() / by_impl[den].median()
+            rows.append({
+                **dict(zip(keys, key)),
+                "ratio": f"{num} / {den}",
+                "median_ms_num": 1e3 * by_impl[num].median(),
+                "median_ms_den": 1e3 * by_impl[den].median(),
+                "value": ratio,
+                "paired_q25": paired.quantile(0.25),
+                "paired_q75": paired.quantile(0.75),
+                "rounds": len(paired),
+                "target": target,
+                "met": None if target is None else bool(ratio <= target),
+            })
+    return pd.DataFrame(rows)
+
+
+def scaling_slopes(times: pd.DataFrame) -> pd.DataFrame:
+    """Log-log slope of median step time vs edges (csbm sizes), per implementation,
+    depth and width; and the time per layer (linear fit over depths), per graph."""
+    medians = (
+        times.groupby(["family", "dataset", "nodes", "edges", "depth", "heads", "hidden", "implementation"])
+        ["value"].median().reset_index()
+    )
+    rows = []
+    csbm = medians[medians["dataset"] == "csbm"]
+    for key, group in csbm.groupby(["implementation", "depth", "heads", "hidden"]):
+        if group["edges"].nunique() >= 2:
+            slope = np.polyfit(np.log(group["edges"]), np.log(group["value"]), 1)[0]
+            sizes = f"{group['edges'].min():.0e}..{group['edges'].max():.0e}"
+            rows.append({"kind": "edges (log-log slope)", "implementation": key[0], "depth": key[1],
+                         "heads": key[2], "hidden": key[3], "over": sizes, "value": slope})
+    for key, group in medians.groupby(["implementation", "edges", "heads", "hidden"]):
+        if group["depth"].nunique() >= 2:
+            per_layer, _ = np.polyfit(group["depth"], group["value"], 1)
+            shallow, deep = group.loc[group["depth"].idxmin()], group.loc[group["depth"].idxmax()]
+            rows.append({"kind": "ms per layer (linear fit)", "implementation": key[0], "depth": None,
+                         "heads": key[2], "hidden": key[3], "over": f"{key[1]} edges",
+                         "value": 1e3 * per_layer,
+                         "deep_over_shallow": deep["value"] / shallow["value"]})
+    return pd.DataFrame(rows)
+
+
+def _markdown(frame: pd.DataFrame, floatfmt: str = ".3g") -> str:
+    """A GitHub table without the optional `tabulate` dependency."""
+    def cell(value):
+        if isinstance(value, float):
+            return "" if math.isnan(value) else format(value, floatfmt)
+        return "" if value is None else str(value)
+
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:
+    """Median step time vs edges (csbm), one line per implementation; a panel per
+    (family, width) row and depth column."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    medians = (
+        times[times["dataset"] == "csbm"]
+        .groupby(["family", "heads", "hidden", "depth", "implementation", "edges"])["value"].median()
+        .reset_index()
+    )
+    row_keys = sorted(medians.groupby(["family", "heads", "hidden"]).groups)
+    depths = sorted(medians["depth"].unique())
+    fig, axes = plt.subplots(
+        len(row_keys), len(depths), figsize=(3.6 * len(depths), 2.8 * len(row_keys)),
+        squeeze=False, sharex=True,
+    )
+    for i, (family, heads, hidden) in enumerate(row_keys):
+        for j, depth in enumerate(depths):
+            ax = axes[i][j]
+            panel = medians[(medians["family"] == family) & (medians["heads"] == heads)
+                            & (medians["hidden"] == hidden) & (medians["depth"] == depth)]
+            for impl, line in panel.groupby("implementation"):
+                ax.plot(line["edges"], line["value"], marker="o", label=impl)
+            ax.set(xscale="log", yscale="log", title=f"{family}, depth {depth}, {heads}x{hidden}")
+            if j == 0:
+                ax.set_ylabel("seconds per epoch")
+            if i == len(row_keys) - 1:
+                ax.set_xlabel("edges")
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    paths = [folder / "epoch_time_vs_edges.pdf", folder / "epoch_time_vs_edges.png"]
+    for path in paths:
+        fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def _environment(threads: int, command: str, load_start: tuple, load_end: tuple) -> str:
+    import dgl
+    import torch
+    import torch_geometric
+
+    return "\n".join([
+        f"- command: `{command}`",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.processor() or platform.platform()}",
+        f"- threads: torch {threads}, DGL same",
+        f"- load average (1, 5, 15 min): start {', '.join(f'{x:.2f}' for x in load_start)}; "
+        f"end {', '.join(f'{x:.2f}' for x in load_end)}",
+        f"- versions: python {platform.python_version()}, torch {torch.__version__}, dgl {dgl.__version__}, "
+        f"torch_geometric {torch_geometric.__version__}, numpy {np.__version__}",
+    ])
+
+
+def layer_times(frame: pd.DataFrame) -> pd.DataFrame:
+    """The step times of the layer comparisons (not of the gradient-logging check)."""
+    return frame[(frame["metric"] == "step_seconds") & (frame["family"] != "gradlog")]
+
+
+def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[str], env: str, path: Path) -> None:
+    times = layer_times(frame)
+    ratios = ratio_table(times)
+    parts = ["# Benchmark: the cost of LipschitzNorm", "", env, ""]
+    parts += [
+        "## Step-time ratios (ratio of medians; paired = per-round ratios, 25th-75th percentile)", "",
+        _markdown(ratios.drop(columns=["family"])), "",
+    ]
+    memory = frame[frame["metric"].isin(["peak_rss_mb", "step_rss_mb", "layer_saved_mb"])]
+    if not memory.empty:
+        table = memory.pivot_table(
+            index=["family", "dataset", "edges", "depth", "heads", "hidden", "implementation"],
+            columns="metric", values="value",
+        ).reset_index()
+        parts += ["## Memory (MB): peak RSS of one step, its rise over the RSS before it, "
+                  "and what one layer alone saves for backward", "", _markdown(table, ".4g"), ""]
+    gradlog = frame[frame["family"] == "gradlog"]
+    if not gradlog.empty:
+        rows = []
+        for (dataset, depth), group in gradlog.groupby(["dataset", "depth"]):
+            by = group.pivot_table(index="round", columns="implementation", values="value")
+            ratio = by["logged"].median() / by["unlogged"].median()
+            rows.append({"dataset": dataset, "depth": depth, "model": "gat-lip 8x8",
+                         "logged_ms": 1e3 * by["logged"].median(), "unlogged_ms": 1e3 * by["unlogged"].median(),
+                         "ratio": ratio, "target": GRADLOG_TARGET, "met": bool(ratio <= GRADLOG_TARGET)})
+        parts += ["## Gradient-norm logging overhead (`Trainer.train_step(instrument=True/False)`)", "",
+                  _markdown(pd.DataFrame(rows)), ""]
+    slopes = scaling_slopes(times)
+    if not slopes.empty:
+        parts += [f"## Scaling (target: edges slope <= {SLOPE_TARGET})", "", _markdown(slopes), ""]
+    if skipped:
+        parts += ["## Skipped (estimated work per training step over the budget)", ""]
+        parts += [f"- {line}" for line in skipped] + [""]
+    parts += ["## Where LipschitzNorm's extra time goes (gat-lip minus gat, self CPU ms per step)", "",
+              "Full tables: `profile_gat_8x8.txt`.", "", _markdown(profile_ops.head(15)), ""]
+    path.write_text("\n".join(parts))
+
+
+def run_benchmark(
+    out: str | os.PathLike = "results/bench",
+    quick: bool = False,
+    threads: int | None = None,
+    root: str | os.PathLike = "resources/datasets",
+    mirror: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Run the benchmark (`QUICK` or `FULL` plan) and write its outputs into `out`.
+
+    Progress goes to `log` (default: stderr); returns the paths written.
+    """
+    import dgl
+    import torch
+
+    require_pyg()
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+        dgl.utils.set_num_threads(threads)
+    threads = torch.get_num_threads()
+    log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    plan = QUICK if quick else FULL
+    command = "lipnorm bench" + (" --quick" if quick else "") + f" --out {out} --threads {threads}"
+    load_start = os.getloadavg()
+    rows: list[dict] = []
+    skipped = []
+    graphs: dict[str, Graph] = {}
+    for spec, case in cases(plan):
+        if spec not in graphs:
+            graphs = {spec: load_graph(spec, root, mirror)}  # one graph in memory at a time
+        graph = graphs[spec]
+        case = case._replace(nodes=graph.nodes, edges=graph.edges)
+        need = estimated_step_gflop(
+            graph.nodes, graph.edges, graph.features.shape[1], case.depth, case.heads, case.hidden, case.family
+        )
+        if need > plan.step_budget_gflop:
+            skipped.append(f"{case.family} {spec} depth {case.depth} {case.heads}x{case.hidden}: ~{need:.0f} GFLOP")
+            log(f"skip {case}: ~{need:.1f} GFLOP per step > {plan.step_budget_gflop}")
+            continue
+        rows += measure_case(case, graph, plan, log)
+    profile_spec = f"csbm-{plan.profile_edges}"
+    graphs = {profile_spec: graphs.get(profile_spec) or load_graph(profile_spec, root, mirror)}
+    profile_text, profile_ops = profile_lip(graphs[profile_spec], plan)
+    gradlog_spec = "cora" if "cora" in plan.datasets else plan.datasets[0]
+    for depth in plan.gradlog_depths:
+        rows += gradlog_overhead(gradlog_spec, depth, plan, threads, root, mirror)
+        log(f"gradient-logging overhead measured on {gradlog_spec}, depth {depth}")
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    env = _environment(threads, command, load_start, os.getloadavg())
+    with atomic_dir(out) as tmp:
+        frame.to_csv(tmp / "measurements.csv", index=False)
+        (tmp / "profile_gat_8x8.txt").write_text(profile_text)
+        profile_ops.to_csv(tmp / "profile_gat_8x8_ops.csv", index=False)
+        write_summary(frame, profile_ops, skipped, env, tmp / "summary.md")
+        names = [path.name for path in write_figure(layer_times(frame), tmp)]
+    out = Path(out)
+    return [out / name for name in
+            ["measurements.csv", "summary.md", *names, "profile_gat_8x8.txt", "profile_gat_8x8_ops.csv"]]
