@@ -203,6 +203,36 @@ def _bench(args: argparse.Namespace) -> int:
     return _print_paths(run_benchmark(args.out, args.quick, args.threads, args.data_root, args.mirror))
 
 
+def _add_probe(sub: argparse._SubParsersAction) -> None:
+    probe = sub.add_parser(
+        "probe",
+        help="empirical Lipschitz probe of GAT/GT layers with and without LipschitzNorm",
+        description="Jacobian spectral norm of one attention layer (gat, gat-lip, gt, gt-lip) "
+        "at random and at tied-score inputs scaled by each s; writes probe.parquet and "
+        "probe.csv (columns model, s, kind, estimate).",
+    )
+    probe.add_argument("--out-dir", required=True, metavar="DIR", help="folder for probe.{parquet,csv}")
+    probe.add_argument("--seed", type=int, default=0, help="graph, weights and inputs (default: %(default)s)")
+    probe.add_argument(
+        "--scales", type=_scales, default="1,10,100,1000", help="input scales s, comma-separated (default: %(default)s)"
+    )
+    probe.add_argument("--iters", type=int, default=100, help="Lanczos steps at most (default: %(default)s)")
+    probe.set_defaults(handler=_probe)
+
+
+def _scales(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from lipnorm.lipschitz import write_probe
+
+    return _print_paths(write_probe(args.out_dir, args.seed, args.scales, args.iters))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lipnorm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -210,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_results(sub)
     _add_bench(sub)
+    _add_probe(sub)
     return parser
 
 

@@ -26,7 +26,8 @@ the Jacobian).
 
 DGL's edge softmax has a first-order-only backward on CPU, so a Jacobian-vector product by
 double backward would silently miss its contribution; while the probe runs, the edge
-softmax is swapped for a subclass whose backward is built from differentiable DGL ops.
+softmax is swapped for a subclass whose backward is built from differentiable DGL ops
+(and torch runs on one thread).
 """
 
 from __future__ import annotations
@@ -79,13 +80,20 @@ class _TwiceDifferentiableEdgeSoftmax(dgl_sparse.EdgeSoftmax):
 
 
 @contextlib.contextmanager
-def _twice_differentiable_edge_softmax() -> Iterator[None]:
-    original = dgl_sparse.EdgeSoftmax
+def _probe_context() -> Iterator[None]:
+    """The twice-differentiable edge softmax, on one thread.
+
+    The probe's products are tiny: on a busy machine, threads cost far more than they
+    save (tens of times slower on 2 shared cores).
+    """
+    original, threads = dgl_sparse.EdgeSoftmax, torch.get_num_threads()
     dgl_sparse.EdgeSoftmax = _TwiceDifferentiableEdgeSoftmax
+    torch.set_num_threads(1)
     try:
         yield
     finally:
         dgl_sparse.EdgeSoftmax = original
+        torch.set_num_threads(threads)
 
 
 def estimate_lipschitz(
@@ -112,7 +120,7 @@ def estimate_lipschitz(
     generator = torch.Generator().manual_seed(seed)
     v = torch.randn(x.numel(), generator=generator, dtype=torch.float64)
     v = v / torch.linalg.vector_norm(v)
-    with _twice_differentiable_edge_softmax():
+    with _probe_context():
         y = layer(graph, x)
         u = torch.zeros_like(y, requires_grad=True)
         (jt_u,) = torch.autograd.grad(y, x, u, create_graph=True)
