@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SNAKEMAKE_ARGS ?=
 
-.PHONY: run test setup clean-venv
+.PHONY: run test report setup system-deps clean-venv
 
 setup: $(STAMP)
 
@@ -18,10 +18,18 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $@
 
+# Debian packages for the SLURM and LaTeX tests (quick when present).
+system-deps:
+	bash scripts/install-system-deps.sh
+
 run: setup
 	$(BIN)/snakemake --profile profiles/default $(SNAKEMAKE_ARGS)
 
-test: setup
+# The HTML report of the finished workflow (run `make run` first).
+report: setup
+	$(BIN)/snakemake --profile profiles/default --report results/report.html $(SNAKEMAKE_ARGS)
+
+test: setup system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean-venv:

@@ -6,7 +6,7 @@ it afterwards, whatever the outcome. The workflow is run as a user would: with
 profiles/slurm plus a site profile of the few keys a site sets (partition, job count,
 per-job CPUs and memory that fit the node, status polling interval).
 
-Installing the packages is scripts/slurm/install.sh (called by .ci/run); a machine
+Installing the packages is scripts/install-system-deps.sh (called by `make test`); a machine
 without them fails here with what is missing, it does not skip.
 """
 
@@ -79,7 +79,7 @@ def slurm_cluster(tmp_path_factory):
     missing = [name for name in PROGRAMS if shutil.which(name) is None]
     if missing:
         pytest.fail(
-            f"the SLURM test cluster needs {', '.join(missing)}: run scripts/slurm/install.sh "
+            f"the SLURM test cluster needs {', '.join(missing)}: run scripts/install-system-deps.sh "
             "(Debian packages munge, slurmctld, slurmd, slurm-client)"
         )
     if os.geteuid() != 0:

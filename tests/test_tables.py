@@ -224,9 +224,10 @@ def test_experiments_without_tables_write_nothing_and_unknown_ones_fail(tmp_path
         write_tables("depth", tmp_path / "absent", tmp_path / "out")
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None,
-                    reason="pdflatex not on PATH (Debian: texlive-latex-base texlive-latex-recommended)")
 def test_tables_compile_with_pdflatex(depth, tmp_path):
+    if shutil.which("pdflatex") is None:
+        pytest.fail("pdflatex is missing: run scripts/install-system-deps.sh "
+                    "(Debian: texlive-latex-base texlive-latex-recommended)")
     _, written = depth
     inputs = "\n".join(f"\\input{{{p}}}\\par" for p in written)
     document = tmp_path / "doc.tex"

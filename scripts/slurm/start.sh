@@ -16,7 +16,7 @@ fi
 dir="$(mkdir -p "$1" && cd "$1" && pwd)"
 for program in munge munged mungekey slurmctld slurmd sinfo; do
   if ! command -v "$program" >/dev/null 2>&1; then
-    echo "$0: '$program' is missing: run scripts/slurm/install.sh" >&2
+    echo "$0: '$program' is missing: run scripts/install-system-deps.sh" >&2
     exit 1
   fi
 done
