@@ -33,11 +33,15 @@ PRESETS = {
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def snakemake(workdir, *args, check=True, **popen):
-    """Run snakemake on the repo's Snakefile in `workdir`, with the default profile."""
+def snakemake_cmd(workdir, *args) -> list[str]:
+    """snakemake on the repo's Snakefile in `workdir`, with the default profile."""
     cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
-    cmd += ["--workflow-profile", str(REPO / "profiles" / "default"), *map(str, args)]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, **popen)
+    return cmd + ["--workflow-profile", str(REPO / "profiles" / "default"), *map(str, args)]
+
+
+def snakemake(workdir, *args, check=True):
+    cmd = snakemake_cmd(workdir, *args)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -107,9 +111,20 @@ def test_snakefmt_check_is_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+# Every job runs the `lipnorm` package installed from this repository (make setup or
+# environment.yml); a per-rule conda env file cannot install it (Snakemake builds env
+# files from a copy elsewhere, breaking `pip install -e .`), and a named env makes
+# Snakemake call `conda` even without --use-conda. That one lint is accepted.
+ACCEPTED_LINT = "Specify a conda environment or container for each rule."
+
+
 def test_snakemake_lint_is_clean(tmp_path):
-    proc = snakemake(tmp_path, "--lint", "--configfile", PRESETS["smoke"])
-    assert "Lints for" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    # --lint exits 1 whenever it prints a lint: read the titles instead.
+    proc = snakemake(tmp_path, "--lint", "--configfile", PRESETS["smoke"], check=False)
+    output = proc.stdout + proc.stderr
+    assert "Lints for" in output or "Congratulations" in output, output
+    titles = set(re.findall(r"^\s+\* (.+):$", output, flags=re.MULTILINE))
+    assert titles <= {ACCEPTED_LINT}, output
 
 
 def test_schema_enums_are_the_library_names():
@@ -317,9 +332,7 @@ def test_smoke_preset_runs_end_to_end(smoke_run):
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_outputs(smoke_run, tmp_path):
     config = load_preset("smoke")
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
-    cmd += ["--workflow-profile", str(REPO / "profiles" / "default")]
-    cmd += ["--configfile", str(PRESETS["smoke"])]
+    cmd = snakemake_cmd(tmp_path, "--configfile", PRESETS["smoke"])
     # Own process group, so the kill takes the running jobs down with Snakemake.
     proc = subprocess.Popen(
         cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
