@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -63,8 +60,7 @@ def load_ppi(raw_dir: Path) -> NodeDataset:
     import torch
     from dgl.data import PPIDataset
 
-    with _graphsage_links_compat():
-        splits = [PPIDataset(mode=mode, raw_dir=str(raw_dir)) for mode in ("train", "valid", "test")]
+    splits = [PPIDataset(mode=mode, raw_dir=str(raw_dir)) for mode in ("train", "valid", "test")]
     graphs = [list(split) for split in splits]
     batched = dgl.batch([g for split in graphs for g in split])
     sizes = [sum(g.num_nodes() for g in split) for split in graphs]
@@ -75,35 +71,6 @@ def load_ppi(raw_dir: Path) -> NodeDataset:
         tuple(owner == i for i in range(3)),
         splits[0].num_classes, multilabel=True, metric="micro-f1",
     )
-
-
-@contextlib.contextmanager
-def _graphsage_links_compat() -> Iterator[None]:
-    """Let DGL 2.1's PPIDataset parse GraphSAGE's json with networkx >= 3.6.
-
-    The PPI graphs are node-link json whose edge list is called "links"; networkx
-    3.6 made `node_link_graph` read "edges" by default, so DGL's own call fails with
-    KeyError. While DGL parses, the default is pointed back at "links" for data that
-    has only "links"; older networkx versions are left untouched.
-    """
-    from networkx.readwrite import json_graph
-
-    original = json_graph.node_link_graph
-    edges_param = inspect.signature(original).parameters.get("edges")
-    if edges_param is None or edges_param.default != "edges":
-        yield
-        return
-
-    def node_link_graph(data, *args, **kwargs):
-        if "links" in data and "edges" not in data:
-            kwargs.setdefault("edges", "links")
-        return original(data, *args, **kwargs)
-
-    json_graph.node_link_graph = node_link_graph
-    try:
-        yield
-    finally:
-        json_graph.node_link_graph = original
 
 
 def load_ogbn_arxiv(root: Path) -> NodeDataset:
