@@ -613,7 +613,8 @@ def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:
                 ax.set_ylabel("seconds per epoch")
             if i == len(row_keys) - 1:
                 ax.set_xlabel("edges")
-            ax.legend(fontsize=6)
+            if not panel.empty:  # cells over the work budget have no lines
+                ax.legend(fontsize=6)
     fig.tight_layout()
     paths = [folder / "epoch_time_vs_edges.pdf", folder / "epoch_time_vs_edges.png"]
     for path in paths:
