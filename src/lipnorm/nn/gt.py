@@ -105,8 +105,11 @@ class GTConv(AttentionConv):
             u = torch.linalg.vector_norm(q * copies, dim=(0, 2), keepdim=True)
             numerator = self.alpha * dot / math.sqrt(self.out_feats)
         bound = torch.maximum(torch.maximum(u * k_max, u * v_max), k_max * v_max)
-        _, dst = graph.edges()
-        return safe_divide(numerator, bound[dst])
+        # The safe inverse per destination node, then one edge op: no (E, H) gather.
+        graph.edata["numerator"] = numerator
+        graph.dstdata["inv_bound"] = safe_divide(torch.ones_like(bound), bound)
+        graph.apply_edges(fn.e_mul_v("numerator", "inv_bound", "score"))
+        return graph.edata["score"]
 
     def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         """The scores fed to the edge softmax, `(E, H, 1)` in edge-ID order.
