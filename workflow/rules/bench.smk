@@ -12,6 +12,6 @@ rule bench:
         f"{RESULTS}/logs/bench.log",
     threads: 1
     params:
-        root=DATASET_ROOT,
+        root=dataset_root,
     shell:
         "lipnorm bench --threads {threads} --data-root {params.root} --out {output} > {log} 2>&1"
