@@ -16,7 +16,7 @@ def test_info_json_with_mirror_from_environment(planetoid_root, data_mirror, no_
     assert main(["data", "info", "cora", "--root", str(planetoid_root), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info == {
-        "name": "cora", "nodes": 2708, "edges": 10556 + 2708, "self_loops": 2708,
+        "name": "cora", "nodes": 2708, "edges": 10556, "graph_edges": 10556 + 2708,
         "features": 1433, "classes": 7, "train": 140, "val": 500, "test": 1000,
         "multilabel": False, "metric": "accuracy",
     }
@@ -26,6 +26,7 @@ def test_info_text(planetoid_root, data_mirror, no_network, capsys):
     main(["data", "info", "citeseer", "--root", str(planetoid_root), "--mirror", str(data_mirror)])
     lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
     assert (lines["nodes"], lines["features"], lines["classes"]) == ("3327", "3703", "6")
+    assert (lines["edges"], lines["graph_edges"]) == ("9228", str(9228 - 124 + 3327))
     assert (lines["train"], lines["val"], lines["test"]) == ("120", "500", "1000")
 
 

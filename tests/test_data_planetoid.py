@@ -52,8 +52,7 @@ def test_planetoid_counts_from_mirror_without_network(name, offline_loader, plan
     assert [int(m.sum()) for m in masks] == [train, val, test]
     assert not (ds.train_mask & ds.val_mask).any() and not (ds.val_mask & ds.test_mask).any()
     assert ds.info() == {
-        "name": name, "nodes": nodes, "edges": dgl_edges - raw_self_loops + nodes,
-        "self_loops": nodes, "features": feats, "classes": classes, "train": train,
+        "name": name, "nodes": nodes, "edges": dgl_edges, "graph_edges": dgl_edges - raw_self_loops + nodes, "features": feats, "classes": classes, "train": train,
         "val": val, "test": test, "multilabel": False, "metric": "accuracy",
     }
 

@@ -81,7 +81,7 @@ def load_dataset(
 
 
 def describe_dataset(name: str, root=DEFAULT_ROOT, mirror=None, csbm=None) -> dict[str, Any]:
-    """Counts of a loaded dataset: nodes, edges (with one self-loop per node),
+    """Counts of a loaded dataset: nodes, edges (as published, and in our graph),
     features, classes, split sizes, multilabel, metric."""
     return load_dataset(name, root, mirror, csbm=csbm).info()
 

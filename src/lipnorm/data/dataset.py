@@ -37,19 +37,22 @@ class NodeDataset:
     num_classes: int
     multilabel: bool
     metric: str
+    # Edges as the loader delivers them, before self-loop handling (DGL's count: Cora
+    # 10556; ogbn-arxiv after it is made bidirected).
+    source_edges: int
 
     @property
     def num_nodes(self) -> int:
         return self.graph.num_nodes()
 
     def info(self) -> dict[str, Any]:
-        """The counts `lipnorm data info` prints."""
-        src, dst = self.graph.edges()
+        """The counts `lipnorm data info` prints: `edges` as published (DGL's count),
+        `graph_edges` as the models see them (self-loops removed, one per node added)."""
         return {
             "name": self.name,
             "nodes": self.graph.num_nodes(),
-            "edges": self.graph.num_edges(),
-            "self_loops": int((src == dst).sum()),
+            "edges": self.source_edges,
+            "graph_edges": self.graph.num_edges(),
             "features": int(self.features.shape[1]),
             "classes": self.num_classes,
             "train": int(self.train_mask.sum()),
@@ -100,6 +103,7 @@ def build_node_dataset(
         num_classes=int(num_classes),
         multilabel=multilabel,
         metric=metric,
+        source_edges=len(src),
     )
 
 
