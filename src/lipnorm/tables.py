@@ -121,11 +121,12 @@ def depth_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return text, _best_per_column(means, [NAMES["missing_rate"], NAMES["dataset"]])
 
 
-def missing_features_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """The paper's missing-features table: per missing rate (rows, every rate present)
-    and model, for each dataset the best accuracy over depths (`Acc`) and the depth
-    reaching it (`#L`; the smallest such depth on a tie). Depths with a diverged seed
-    are not candidates. Bold: the best model per dataset and missing rate.
+def best_depths(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per missing rate × dataset × model, the seed cell of the depth with the best mean
+    (the smallest such depth on a tie); depths with a diverged seed are not candidates.
+
+    Columns: `missing_rate, dataset, model, mean, std, n, n_diverged, depth` (`depth` as
+    text; EMPTY, with the counts of all depths, when every depth diverged).
     """
     keys = ["missing_rate", "dataset", "model"]
     cells = seed_cells(runs, [*keys, "depth"])
@@ -140,7 +141,15 @@ def missing_features_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray
             best = {"mean": top["mean"], "std": top["std"], "n": top["n"], "n_diverged": 0,
                     "depth": str(int(top["depth"]))}
         best_rows.append({**dict(zip(keys, key)), **best})
-    best_cells = _with_labels(pd.DataFrame(best_rows))
+    return pd.DataFrame(best_rows)
+
+
+def missing_features_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The paper's missing-features table: per missing rate (rows, every rate present)
+    and model, for each dataset the best accuracy over depths (`Acc`) and the depth
+    reaching it (`#L`, see `best_depths`). Bold: the best model per dataset and missing rate.
+    """
+    best_cells = _with_labels(best_depths(runs))
     best_cells["text"] = _cell_texts(best_cells)
     rows = ["missing_rate", "model"]
     acc, depth, means = (
