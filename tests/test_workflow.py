@@ -29,6 +29,7 @@ PRESETS = {
     "default": REPO / "config.yaml",
     "smoke": REPO / "config" / "presets" / "smoke.yaml",
     "paper": REPO / "config" / "presets" / "paper.yaml",
+    "deep": REPO / "config" / "presets" / "deep.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -226,7 +227,7 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 # --- DAG sizes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("preset", ["smoke", "default"])
+@pytest.mark.parametrize("preset", ["smoke", "default", "deep"])
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
     assert job_counts(proc.stdout) == expected_job_counts(load_preset(preset))
