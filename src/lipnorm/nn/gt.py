@@ -94,8 +94,9 @@ class GTConv(AttentionConv):
         dot = graph.edata["dot"]
         if self.norm == "none":
             return dot / math.sqrt(self.out_feats)
-        k_max = neighbour_max(graph, torch.linalg.vector_norm(k, dim=-1, keepdim=True))
-        v_max = neighbour_max(graph, torch.linalg.vector_norm(v, dim=-1, keepdim=True))
+        # max_j ||k_j|| and max_j ||v_j|| over in-neighbours in one reduce: (N, H, 2).
+        norms = torch.stack([k.norm(dim=-1), v.norm(dim=-1)], dim=-1)
+        k_max, v_max = neighbour_max(graph, norms).split(1, dim=-1)
         if self.variant == "paper":
             u = torch.linalg.vector_norm(q, dim=-1, keepdim=True)
             numerator = self.alpha * dot
