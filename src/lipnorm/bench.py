@@ -95,14 +95,15 @@ class Plan:
     depths: tuple[int, ...]
     widths: tuple[tuple[int, int], ...]  # (heads, hidden)
     families: tuple[str, ...] = ("gat", "gt")
-    seconds_per_case: float = 10.0  # timed rounds stop after this (at least min_rounds)
-    min_rounds: int = 3
+    seconds_per_case: float = 20.0  # timed rounds stop after this (at least min_rounds)
+    min_rounds: int = 5
     max_rounds: int = 40
     warmup_rounds: int = 2
-    # Cases estimated above this much work per step are skipped: on a shared 2-core
-    # machine the grid's largest cells (e.g. 10^6 edges x depth 30 x 8x64) take minutes
-    # per step, and they do not change the ratios the smaller ones measure.
-    step_budget_gflop: float = 10.0
+    # Cases estimated above this much work per step (~2 s on one core) are skipped: the
+    # grid's largest cells (e.g. 10^6 edges x depth 30 x 8x64) take minutes per step, and
+    # the ratios depend on the per-layer balance of projections and edge passes, which
+    # the smaller cells of the same width and degree already measure.
+    step_budget_gflop: float = 60.0
     gradlog_depths: tuple[int, ...] = (2, 10, 30)
     gradlog_rounds: int = 15
     profile_edges: int = 100_000
