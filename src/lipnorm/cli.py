@@ -234,6 +234,26 @@ def _probe(args: argparse.Namespace) -> int:
     return _print_paths(write_probe(args.out_dir, args.seed, args.scales, args.iters))
 
 
+def _add_publish(sub: argparse._SubParsersAction) -> None:
+    publish = sub.add_parser(
+        "publish",
+        help="copy a finished results tree's tables, figures and small aggregates for the repository",
+        description="For each experiment folder under RESULTS_ROOT, copy its tables and figures "
+        "into OUT_DIR/<experiment>/ with a small runs.csv (and gradient_ratios.csv, probe.csv) "
+        "from which the tables and OUT_DIR/summary.md are regenerated; OUT_DIR is replaced "
+        "atomically.",
+    )
+    publish.add_argument("results_root", metavar="RESULTS_ROOT", help="e.g. results")
+    publish.add_argument("--out", required=True, metavar="OUT_DIR", help="e.g. docs/results")
+    publish.set_defaults(handler=_publish)
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from lipnorm.publish import publish
+
+    return _print_paths(publish(args.results_root, args.out))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lipnorm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_results(sub)
     _add_bench(sub)
     _add_probe(sub)
+    _add_publish(sub)
     return parser
 
 

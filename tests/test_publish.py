@@ -1,0 +1,356 @@
+"""`lipnorm publish`: a results tree becomes a small published folder whose tables and
+summary.md are regenerated from its stored aggregates; the drift test checks every
+published folder under docs/results/ against the code.
+
+The synthetic tree is made of real aggregates and tables (written by `lipnorm.aggregate`
+and `lipnorm.tables` from synthetic run directories); its figures are placeholder bytes,
+since publishing copies figures without reading them. Expected numbers are computed
+here with numpy from the values the runs were written with.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic_runs import write_grid
+
+from lipnorm.aggregate import EXPERIMENTS, write_aggregate
+from lipnorm.cli import main
+from lipnorm.io import write_parquet
+from lipnorm.plots import FIGURES
+from lipnorm.publish import publish, read_runs, regenerate
+from lipnorm.tables import write_tables
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS_COLUMNS = ["dataset", "missing_rate", "model", "depth", "alpha", "seed", "status",
+                "metric", "test_metric"]
+SEEDS = (0, 1)
+GRIDS = {  # experiment -> (grid, fixed settings, seeds)
+    "depth": ({"dataset": ["cora"], "missing_rate": [0, 100], "model": ["gat", "gat-lip"],
+               "depth": [2, 4]}, {}, SEEDS),
+    "gradients": ({"model": ["gat", "gat-lip"], "depth": [2, 3]}, {}, (0,)),
+    "alpha": ({"alpha": [0.5, 1.0, 2.0]}, {"model": "gat-lip"}, SEEDS),
+    "transformer": ({"model": ["gt", "gt-lip"], "depth": [2, 4]}, {}, SEEDS),
+    "classic": ({"dataset": ["cora", "citeseer"]}, {"model": "gat-classic"}, SEEDS),
+}
+DIVERGED = {"depth": [("cora", 100, "gat", 4, 1)]}  # grid values, then the seed
+PROBE = pd.DataFrame(
+    [(m, s, k, e) for m, base in (("gat", 3.5), ("gat-lip", 2.25)) for k in ("random", "tied")
+     for s, e in ((1.0, base), (10.0, base * (10 if m == "gat" else 1)))],
+    columns=["model", "s", "kind", "estimate"],
+)
+MODELS = {"gat": "GAT", "gat-lip": "GAT-Lip", "gt": "GT", "gt-lip": "GT-Lip"}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> tuple[Path, dict[str, list[dict]]]:
+    """(results root, the run records of each experiment)."""
+    root = tmp_path_factory.mktemp("results")
+    run_root = tmp_path_factory.mktemp("runs")
+    records = {}
+    for experiment, (grid, fixed, seeds) in GRIDS.items():
+        records[experiment] = write_grid(run_root / experiment, grid, seeds=seeds,
+                                         diverged=DIVERGED.get(experiment, ()), **fixed)
+        aggregate = root / experiment / "aggregate"
+        write_aggregate([r["run_dir"] for r in records[experiment]], aggregate)
+        write_tables(experiment, aggregate, root / experiment / "tables")
+    write_parquet(root / "lipschitz" / "aggregate" / "probe.parquet", PROBE)
+    for experiment in EXPERIMENTS:
+        for stem in FIGURES[experiment]:
+            for fmt in ("pdf", "png"):
+                figure = root / experiment / "figures" / f"{stem}.{fmt}"
+                figure.parent.mkdir(parents=True, exist_ok=True)
+                figure.write_bytes(f"{experiment} {stem}.{fmt}".encode())
+    (root / "bench").mkdir()  # not an experiment: not published
+    (root / "bench" / "summary.md").write_text("bench")
+    return root, records
+
+
+@pytest.fixture(scope="module")
+def published(tree, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("docs") / "results"
+    publish(tree[0], out)
+    return out
+
+
+def markdown_tables(text: str) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """The pipe tables of summary.md by (## heading, ### heading): rows as dicts."""
+    tables: dict[tuple[str, str], list[dict[str, str]]] = {}
+    section = subsection = ""
+    header = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section, subsection = line[3:], ""
+        elif line.startswith("### "):
+            subsection = line[4:]
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if header is None:
+            header = cells
+            tables[section, subsection] = []
+        elif set(line) != {"|", "-"}:
+            tables[section, subsection].append(dict(zip(header, cells)))
+    return tables
+
+
+def summary_tables(published: Path):
+    return markdown_tables((published / "summary.md").read_text())
+
+
+def cell_text(values: list[float], diverged: int = 0) -> str:
+    if diverged:
+        return f"diverged ({diverged}/{len(values)})"
+    scores = np.asarray(values) * 100
+    if len(scores) == 1:
+        return f"{scores.mean():.1f} (n=1)"
+    return f"{scores.mean():.1f} ± {np.std(scores, ddof=1):.1f} (n={len(scores)})"
+
+
+def cell_of(records, **equal) -> tuple[str, float | None]:
+    """(text, mean ×100 or None when a seed diverged) of the runs matching `equal`."""
+    runs = [r for r in records if all(r[k] == v for k, v in equal.items())]
+    diverged = sum(r["status"] == "diverged" for r in runs)
+    values = [r["test_metric"] for r in runs]
+    return cell_text(values, diverged), None if diverged else float(np.mean(values)) * 100
+
+
+def unbold(text: str) -> tuple[str, bool]:
+    return (text[2:-2], True) if text.startswith("**") and text.endswith("**") else (text, False)
+
+
+def test_publish_writes_the_documented_files(tree, published):
+    root, _ = tree
+    expected = {
+        "summary.md",
+        "depth/runs.csv", "depth/depth_accuracy_table.tex", "depth/missing_features_table.tex",
+        "depth/depth_accuracy.pdf", "depth/depth_accuracy.png",
+        "gradients/runs.csv", "gradients/gradient_ratios.csv",
+        *(f"gradients/{s}.{f}" for s in ("gradient_heatmaps", "gradient_ratio", "training_curves")
+          for f in ("pdf", "png")),
+        "alpha/runs.csv", "alpha/alpha_table.tex", "alpha/alpha_accuracy.pdf", "alpha/alpha_accuracy.png",
+        "transformer/runs.csv", "transformer/transformer_table.tex",
+        "transformer/transformer_accuracy.pdf", "transformer/transformer_accuracy.png",
+        "lipschitz/probe.csv", "lipschitz/lipschitz_probe.pdf", "lipschitz/lipschitz_probe.png",
+        "classic/runs.csv", "classic/classic_table.tex",
+    }
+    written = {p.relative_to(published).as_posix() for p in published.rglob("*") if p.is_file()}
+    assert written == expected
+    for name in expected - {"summary.md"}:
+        experiment, file = name.split("/")
+        kind = {"tex": "tables", "pdf": "figures", "png": "figures"}.get(file.rsplit(".", 1)[1])
+        if kind:
+            assert (published / name).read_bytes() == (root / experiment / kind / file).read_bytes()
+
+
+def test_runs_csv_holds_the_documented_columns_sorted(tree, published):
+    _, records = tree
+    for experiment in GRIDS:
+        stored = pd.read_csv(published / experiment / "runs.csv")
+        assert list(stored.columns) == RUNS_COLUMNS
+        keys = RUNS_COLUMNS[:6]
+        assert stored.equals(stored.sort_values(keys, ignore_index=True))
+        expected = pd.DataFrame(
+            [(r["dataset"], r["missing_rate"], r["model"], r["depth"], r["alpha"], r["seed"],
+              r["status"], "accuracy", r["test_metric"] if r["status"] == "ok" else np.nan)
+             for r in records[experiment]],
+            columns=RUNS_COLUMNS,
+        ).sort_values(keys, ignore_index=True)
+        pd.testing.assert_frame_equal(stored, expected, check_dtype=False)
+
+
+def test_gradient_ratios_and_probe_are_stored(tree, published):
+    ratios = pd.read_csv(published / "gradients" / "gradient_ratios.csv")
+    assert list(ratios.columns) == [*RUNS_COLUMNS[:6], "grad_ratio"]
+    # synthetic_runs: GAT's attention-layer norms shrink 10× per layer, GAT-Lip's 2^(1/8)×.
+    decay = {"gat": 10.0, "gat-lip": 2 ** (1 / 8)}
+    expected = [decay[m] ** (d - 1) for m, d in zip(ratios["model"], ratios["depth"])]
+    np.testing.assert_allclose(ratios["grad_ratio"], expected, rtol=1e-12)
+    assert sorted(zip(ratios["model"], ratios["depth"])) == [
+        ("gat", 2), ("gat", 3), ("gat-lip", 2), ("gat-lip", 3)]
+    probe = pd.read_csv(published / "lipschitz" / "probe.csv")
+    pd.testing.assert_frame_equal(
+        probe, PROBE.sort_values(["model", "kind", "s"], ignore_index=True))
+
+
+def test_summary_depth_cells_bold_and_best_depth(tree, published):
+    records = tree[1]["depth"]
+    tables = summary_tables(published)
+    section = "depth: accuracy vs depth"
+    for rate in (0, 100):
+        rows = tables[section, f"Cora, {rate}% missing features"]
+        assert [row["Layers"] for row in rows] == ["2", "4"]
+        for row in rows:
+            depth = int(row["Layers"])
+            cells = {m: cell_of(records, missing_rate=rate, model=m, depth=depth) for m in ("gat", "gat-lip")}
+            best = max(mean for _, mean in cells.values() if mean is not None)
+            for model, (text, mean) in cells.items():
+                assert unbold(row[MODELS[model]]) == (text, mean == best)
+    (diverged_row,) = [r for r in tables[section, "Cora, 100% missing features"] if r["Layers"] == "4"]
+    assert diverged_row["GAT"] == "diverged (1/2)"
+
+    best_rows = tables[section, "Best depth per model"]
+    assert [(r["Dataset"], r["Missing rate (%)"]) for r in best_rows] == [("Cora", "0"), ("Cora", "100")]
+    for row in best_rows:
+        rate = int(row["Missing rate (%)"])
+        texts = {}
+        for model in ("gat", "gat-lip"):
+            candidates = [(mean, -d, text) for d in (2, 4)
+                          for text, mean in [cell_of(records, missing_rate=rate, model=model, depth=d)]
+                          if mean is not None]
+            mean, minus_depth, text = max(candidates)
+            texts[model] = (f"{text} at L={-minus_depth}", mean)
+        best = max(mean for _, mean in texts.values())
+        for model, (text, mean) in texts.items():
+            assert unbold(row[MODELS[model]]) == (text, mean == best)
+
+
+def test_summary_gradients_alpha_transformer_lipschitz_classic(tree, published):
+    _, records = tree
+    tables = summary_tables(published)
+    ratio_rows = tables["gradients: gradient norm ratio across layers", "Cora"]
+    assert ratio_rows == [
+        {"Layers": "2", "GAT": "10.0 (n=1)", "GAT-Lip": f"{2 ** (1 / 8):.2f} (n=1)"},
+        {"Layers": "3", "GAT": "100. (n=1)", "GAT-Lip": f"{2 ** (2 / 8):.2f} (n=1)"},
+    ]
+
+    alpha_rows = tables["alpha: sensitivity to the LipschitzNorm scale α", "Cora, GAT-Lip, 2 layers"]
+    means = {a: cell_of(records["alpha"], alpha=a)[1] for a in (0.5, 1.0, 2.0)}
+    ranking = sorted(means, key=means.get, reverse=True)
+    assert alpha_rows == [
+        {"α": f"{a:g}", "Test (%)": cell_of(records["alpha"], alpha=a)[0], "Rank": str(ranking.index(a) + 1)}
+        for a in (0.5, 1.0, 2.0)
+    ]
+    summary = (published / "summary.md").read_text()
+    assert f"α = 1 ranks {ranking.index(1.0) + 1} of 3." in summary
+
+    gt_rows = tables["transformer: graph transformer with and without LipschitzNorm",
+                     "Cora, 0% missing features"]
+    assert [{k: unbold(v)[0] for k, v in row.items()} for row in gt_rows] == [
+        {"Layers": str(d), "GT": cell_of(records["transformer"], model="gt", depth=d)[0],
+         "GT-Lip": cell_of(records["transformer"], model="gt-lip", depth=d)[0]} for d in (2, 4)
+    ]
+
+    for kind in ("random", "tied"):
+        assert tables["lipschitz: empirical Lipschitz constant", f"{kind} inputs"] == [
+            {"Model": "GAT", "s = 1": "3.5", "s = 10": "35"},
+            {"Model": "GAT-Lip", "s = 1": "2.25", "s = 10": "2.25"},
+        ]
+
+    assert tables["classic: classic GAT next to the published numbers", ""] == [
+        {"Dataset": "Cora", "This pipeline": cell_of(records["classic"], dataset="cora")[0],
+         "Published": "83.0 ± 0.7 (n=100)"},
+        {"Dataset": "CiteSeer", "This pipeline": cell_of(records["classic"], dataset="citeseer")[0],
+         "Published": "72.5 ± 0.7 (n=100)"},
+    ]
+
+
+def test_reduced_runs_render_the_tables_of_the_full_aggregate(tree, published):
+    """Tables rendered from the small runs.csv equal those written from the full
+    aggregate (the copies), byte for byte."""
+    texts = regenerate(published)
+    tex = {name for name in texts if name.endswith(".tex")}
+    assert tex == {p.relative_to(published).as_posix() for p in published.rglob("*.tex")}
+    for name in tex:
+        assert texts[name] == (published / name).read_text(), name
+    assert read_runs(published / "depth").attrs["settings"] == RUNS_COLUMNS[:6]
+
+
+def test_bad_results_roots_name_the_path(tmp_path, tree):
+    with pytest.raises(ValueError, match=f"results root {tmp_path / 'absent'} is not a folder"):
+        publish(tmp_path / "absent", tmp_path / "out")
+    (tmp_path / "empty" / "bench").mkdir(parents=True)
+    with pytest.raises(ValueError, match=f"results root {tmp_path / 'empty'} holds no experiment folder"):
+        publish(tmp_path / "empty", tmp_path / "out")
+    with pytest.raises(ValueError, match="replacing it would delete the results"):
+        publish(tree[0], tree[0].parent)
+    assert not (tmp_path / "out").exists()
+
+
+def test_incomplete_or_stale_trees_are_refused_and_the_previous_publish_kept(tree, tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(tree[0], root)
+    out = tmp_path / "published"
+    publish(root, out)
+    before = (out / "summary.md").read_text()
+
+    table = root / "depth" / "tables" / "depth_accuracy_table.tex"
+    table.write_text(table.read_text().replace("(n=2)", "(n=3)", 1))
+    with pytest.raises(ValueError, match="depth/depth_accuracy_table.tex under .* differ from the tables"):
+        publish(root, out)
+    table.unlink()
+    with pytest.raises(ValueError, match=f"depth: missing {table}"):
+        publish(root, out)
+    assert (out / "summary.md").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["published", "results"]  # no temp left
+
+    (out / "stray.txt").write_text("replaced by the next publish")
+    shutil.rmtree(root / "depth")
+    publish(root, out)
+    assert not (out / "stray.txt").exists() and not (out / "depth").exists()
+    assert "## depth" not in (out / "summary.md").read_text()
+
+
+def test_cli_publish(tree, tmp_path, capsys):
+    assert main(["publish", str(tree[0]), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == sorted(str(p) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert str(tmp_path / "out" / "summary.md") in printed
+    with pytest.raises(SystemExit) as exit_info:
+        main(["publish", str(tmp_path / "absent"), "--out", str(tmp_path / "out2")])
+    assert exit_info.value.code == 2
+    assert f"lipnorm: error: results root {tmp_path / 'absent'} is not a folder" in capsys.readouterr().err
+
+
+# --- drift -------------------------------------------------------------------------
+
+def published_folders(root: Path) -> list[Path]:
+    """Folders holding experiment sub-folders with a stored aggregate."""
+    found = {p.parent.parent for name in ("runs.csv", "probe.csv") for p in root.rglob(name)
+             if p.parent.name in EXPERIMENTS}
+    return sorted(found)
+
+
+def assert_regenerates(folder: Path) -> None:
+    """Every table and summary.md of a published folder equals its rendering from the
+    stored aggregates by the current code."""
+    texts = regenerate(folder)
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*.tex")} | {"summary.md"}
+    assert set(texts) == on_disk, f"{folder}: files without a rendering or missing"
+    for name, text in texts.items():
+        assert (folder / name).read_text() == text, (
+            f"{folder / name} differs from its rendering from {folder}'s stored aggregates: "
+            "the code changed the published numbers; publish again (`lipnorm publish`)"
+        )
+
+
+def test_drift_check_passes_on_a_fresh_publish_and_catches_a_changed_number(published, tmp_path):
+    assert published_folders(published.parent) == [published]
+    assert_regenerates(published)
+    edited = tmp_path / "results"
+    shutil.copytree(published, edited)
+    runs = (edited / "classic" / "runs.csv").read_text().splitlines()
+    value = runs[1].rsplit(",", 1)[1]
+    runs[1] = runs[1][: -len(value)] + str(float(value) - 0.05)
+    (edited / "classic" / "runs.csv").write_text("\n".join(runs) + "\n")
+    with pytest.raises(AssertionError, match="classic_table.tex differs"):
+        assert_regenerates(edited)
+
+
+def test_published_results_in_docs_match_the_code():
+    """The drift test: docs/results/ must hold published results, and each published
+    folder must regenerate byte for byte."""
+    folders = published_folders(REPO / "docs" / "results") if (REPO / "docs" / "results").is_dir() else []
+    if not folders:
+        pytest.fail(
+            f"{REPO / 'docs' / 'results'} holds no published results folder (experiment folders "
+            "with runs.csv or probe.csv): run `lipnorm publish results --out docs/results` "
+            "and commit it"
+        )
+    for folder in folders:
+        assert_regenerates(folder)
