@@ -26,7 +26,7 @@ from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 
 from lipnorm.aggregate import (  # noqa: E402
     EXPERIMENTS,
@@ -326,6 +326,8 @@ def lipschitz_probe(probe: pd.DataFrame) -> Figure:
         sns.lineplot(data=_where(probe, {"kind": kind}), x="s", y="estimate", hue="model",
                      hue_order=models, palette=PALETTE, errorbar="sd", marker="o", ax=ax,
                      legend=False)
+        # A panel spanning about one decade would otherwise label every minor tick.
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{kind} inputs")
         ax.set_xlabel("Input scale $s$")
         ax.set_ylabel("Lipschitz estimate" if ax is axes[0, 0] else "")
