@@ -124,9 +124,12 @@ def test_bench_quick_writes_well_formed_outputs(tmp_path, capsys):
     assert set(times["implementation"]) == set(bench.implementations())
     assert (times["value"] > 0).all()
     assert set(times["edges"]) == {10_000} and set(times["nodes"]) == {1_000}
-    # Every implementation has the same rounds (interleaved), at least min_rounds of them.
-    rounds = times.groupby(["family", "implementation"])["round"].apply(sorted)
-    assert len({tuple(r) for r in rounds}) == 1 and len(rounds.iloc[0]) >= bench.QUICK.min_rounds
+    # Within a case, every implementation has the same rounds (interleaved), at least
+    # min_rounds of them; cases stop on their own clock, so families may differ.
+    for family, of_family in times.groupby("family"):
+        rounds = of_family.groupby("implementation")["round"].apply(sorted)
+        assert len({tuple(r) for r in rounds}) == 1, (family, rounds)
+        assert len(rounds.iloc[0]) >= bench.QUICK.min_rounds
     memory = frame[frame["metric"].isin(["peak_rss_mb", "layer_saved_mb"])]
     assert len(memory) == 2 * len(bench.implementations()) and (memory["value"] > 0).all()
     gradlog = frame[frame["family"] == "gradlog"]
