@@ -45,8 +45,10 @@ from lipnorm.tables import (
     EMPTY,
     TABLES,
     best_depths,
+    cell_texts,
     classic_table,
     format_cell,
+    number_text,
     render,
 )
 
@@ -157,12 +159,11 @@ def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
     ]
     for experiment in experiments:
         folder = out / experiment
-        if experiment != "lipschitz":
-            runs = read_runs(folder)
-            for stem in TABLES[experiment]:
-                texts[f"{experiment}/{stem}.tex"] = render(*BUILDERS[stem](runs))
+        runs = None if experiment == "lipschitz" else read_runs(folder)
+        for stem in TABLES[experiment]:
+            texts[f"{experiment}/{stem}.tex"] = render(*BUILDERS[stem](runs))
         title, section = SECTIONS[experiment]
-        summary += ["", f"## {experiment}: {title}", "", *section(folder), *_media(experiment)]
+        summary += ["", f"## {experiment}: {title}", "", *section(folder, runs), *_media(experiment)]
     texts[SUMMARY] = "\n".join(summary) + "\n"
     return texts
 
@@ -188,16 +189,12 @@ def _table(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _number(value) -> str:
-    return f"{value:g}"
-
-
 def _cell(mean: float, std: float, n: int, n_diverged: int) -> str:
     return format_cell(mean, std, n, n_diverged).replace(LATEX_PM, "±")
 
 
 def _cell_texts(cells: pd.DataFrame) -> list[str]:
-    return [_cell(*row) for row in cells[["mean", "std", "n", "n_diverged"]].itertuples(index=False)]
+    return [text.replace(LATEX_PM, "±") for text in cell_texts(cells)]
 
 
 def _paper_order(column: pd.Series) -> pd.Series:
@@ -217,7 +214,7 @@ def _by_model(cells: pd.DataFrame, rows: list[str], names: list[str], bold: bool
     grid = cells.pivot(index=rows, columns="model", values="text").reindex(columns=models)
     grid = grid.fillna(MISSING).reset_index().sort_values(rows, key=_paper_order)
     for row in rows:
-        grid[row] = [label(row, v) if row == "dataset" else _number(v) for v in grid[row]]
+        grid[row] = [label(row, v) if row == "dataset" else number_text(v) for v in grid[row]]
     grid.columns = [*names, *(label("model", m) for m in models)]
     return _table(grid)
 
@@ -249,13 +246,12 @@ def _accuracy_by_depth(runs: pd.DataFrame) -> list[str]:
     cells["text"] = _cell_texts(cells)
     lines = [f"Test {_metric(runs)} (%) per depth. {_counts(runs)} Bold: the best model at each depth."]
     for (dataset, rate), block in _blocks(cells, ["dataset", "missing_rate"]):
-        lines += ["", f"### {label('dataset', dataset)}, {_number(rate)}% missing features", ""]
+        lines += ["", f"### {label('dataset', dataset)}, {number_text(rate)}% missing features", ""]
         lines += _by_model(block, ["depth"], ["Layers"], bold=True)
     return lines
 
 
-def _depth_section(folder: Path) -> list[str]:
-    runs = read_runs(folder)
+def _depth_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     best = best_depths(runs)
     best["text"] = [
         text if depth == EMPTY else f"{text} at L={depth}"
@@ -273,8 +269,7 @@ def _depth_section(folder: Path) -> list[str]:
     ]
 
 
-def _gradients_section(folder: Path) -> list[str]:
-    runs = read_runs(folder)
+def _gradients_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     ratios = _read_csv(folder / RATIOS_FILE, (*RUN_KEYS, "grad_ratio"))
     runs = runs.merge(ratios, on=list(RUN_KEYS), how="left", validate="one_to_one")
     cells = seed_cells(runs, ["dataset", "model", "depth"])
@@ -298,8 +293,7 @@ def _gradients_section(folder: Path) -> list[str]:
     return lines
 
 
-def _alpha_section(folder: Path) -> list[str]:
-    runs = read_runs(folder)
+def _alpha_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     cells = seed_cells(runs, ["dataset", "model", "depth", "alpha"])
     lines = [f"Test {_metric(runs)} (%) per LipschitzNorm scale α. {_counts(runs)} "
              "Rank 1 = best mean; diverged settings are not ranked."]
@@ -307,7 +301,7 @@ def _alpha_section(folder: Path) -> list[str]:
         block = block.sort_values("alpha")
         rank = block["mean"].rank(ascending=False, method="min")
         rows = pd.DataFrame({
-            "α": [_number(a) for a in block["alpha"]],
+            "α": [number_text(a) for a in block["alpha"]],
             "Test (%)": _cell_texts(block),
             "Rank": [MISSING if np.isnan(r) else str(int(r)) for r in rank],
         })
@@ -324,11 +318,11 @@ def _alpha_section(folder: Path) -> list[str]:
     return lines
 
 
-def _transformer_section(folder: Path) -> list[str]:
-    return _accuracy_by_depth(read_runs(folder))
+def _transformer_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+    return _accuracy_by_depth(runs)
 
 
-def _lipschitz_section(folder: Path) -> list[str]:
+def _lipschitz_section(folder: Path, runs: None) -> list[str]:
     probe = _read_csv(folder / PROBE_FILE, PROBE_COLUMNS)
     lines = ["Empirical Lipschitz constant (Jacobian spectral norm) of one attention layer "
              "at inputs scaled by s; with LipschitzNorm it should not grow with s."]
@@ -337,14 +331,13 @@ def _lipschitz_section(folder: Path) -> list[str]:
         models = ordered("model", here["model"])
         grid = here.pivot(index="model", columns="s", values="estimate").reindex(models)
         text = grid.map(lambda v: f"{v:.4g}")
-        text.columns = [f"s = {_number(s)}" for s in grid.columns]
+        text.columns = [f"s = {number_text(s)}" for s in grid.columns]
         text.insert(0, "Model", [label("model", m) for m in models])
         lines += ["", f"### {kind} inputs", "", *_table(text)]
     return lines
 
 
-def _classic_section(folder: Path) -> list[str]:
-    runs = read_runs(folder)
+def _classic_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     text, _ = classic_table(runs)
     text = text.map(lambda cell: MISSING if cell == EMPTY else cell.replace(LATEX_PM, "±"))
     return [
@@ -355,7 +348,8 @@ def _classic_section(folder: Path) -> list[str]:
     ]
 
 
-SECTIONS: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
+# Each section renders from the experiment's folder and its runs (None for lipschitz).
+SECTIONS: dict[str, tuple[str, Callable[[Path, pd.DataFrame | None], list[str]]]] = {
     "depth": ("accuracy vs depth", _depth_section),
     "gradients": ("gradient norm ratio across layers", _gradients_section),
     "alpha": ("sensitivity to the LipschitzNorm scale α", _alpha_section),

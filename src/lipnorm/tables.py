@@ -53,7 +53,7 @@ def format_cell(mean: float, std: float, n: int, n_diverged: int = 0) -> str:
     return f"{mean:.1f} $\\pm$ {std:.1f} (n={n})"
 
 
-def _number(value: Any) -> Any:
+def number_text(value: Any) -> Any:
     """Index values as printed: 0.5 stays 0.5, 100.0 becomes 100."""
     return f"{value:g}" if isinstance(value, (int, float, np.number)) else value
 
@@ -65,7 +65,7 @@ def render(text: pd.DataFrame, bold: np.ndarray) -> str:
     """
     styler = text.style.apply(lambda _: np.where(bold, BOLD, ""), axis=None)
     for axis in (0, 1):
-        styler = styler.format_index(_number, escape="latex", axis=axis)
+        styler = styler.format_index(number_text, escape="latex", axis=axis)
     return styler.to_latex(
         hrules=True,
         column_format="l" * text.index.nlevels + "r" * text.shape[1],
@@ -86,7 +86,8 @@ def _with_labels(cells: pd.DataFrame) -> pd.DataFrame:
     return cells
 
 
-def _cell_texts(cells: pd.DataFrame) -> list[str]:
+def cell_texts(cells: pd.DataFrame) -> list[str]:
+    """`format_cell` of each row of seed cells (`mean, std, n, n_diverged`)."""
     return [
         format_cell(m, s, n, d)
         for m, s, n, d in cells[["mean", "std", "n", "n_diverged"]].itertuples(index=False)
@@ -96,7 +97,7 @@ def _cell_texts(cells: pd.DataFrame) -> list[str]:
 def _grid(cells: pd.DataFrame, rows: list[str], columns: list[str]):
     """Pivot cells into (text, means) frames with the printed level names."""
     cells = _with_labels(cells)
-    cells["text"] = _cell_texts(cells)
+    cells["text"] = cell_texts(cells)
     text = cells.pivot(index=rows, columns=columns, values="text").fillna(EMPTY)
     means = cells.pivot(index=rows, columns=columns, values="mean").astype(float)
     for frame in (text, means):
@@ -150,7 +151,7 @@ def missing_features_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray
     reaching it (`#L`, see `best_depths`). Bold: the best model per dataset and missing rate.
     """
     best_cells = _with_labels(best_depths(runs))
-    best_cells["text"] = _cell_texts(best_cells)
+    best_cells["text"] = cell_texts(best_cells)
     rows = ["missing_rate", "model"]
     acc, depth, means = (
         best_cells.pivot(index=rows, columns="dataset", values=v) for v in ("text", "depth", "mean")
@@ -191,7 +192,7 @@ def classic_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     ]
     cells = _with_labels(cells).sort_values("dataset")
     text = pd.DataFrame(
-        {"This pipeline": _cell_texts(cells), "Published": cells["published"].to_list()},
+        {"This pipeline": cell_texts(cells), "Published": cells["published"].to_list()},
         index=pd.Index(cells["dataset"].astype(str), name=NAMES["dataset"]),
     )
     return text, np.zeros(text.shape, dtype=bool)
