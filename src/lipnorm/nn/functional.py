@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 
@@ -15,30 +14,58 @@ NORMS = ("none", "lip")
 VARIANTS = ("paper", "official")
 
 
-def safe_divide(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """`numerator / denominator`, and 0 where `denominator` is 0.
+class _SquaredNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return (x * x).sum(dim=-1)
 
-    In LipschitzNorm the denominator bounds the numerator (|q.k| <= ||q|| max ||k||), so a
-    zero denominator only meets a zero numerator: 0/0 is mapped to 0, i.e. a neutral score
-    (uniform attention). Dividing by the denominator clamped to 1 where it is 0 keeps the
-    discarded branch of `torch.where` finite, so its gradient is 0 instead of NaN.
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return x * (2 * grad).unsqueeze(-1)
+
+
+def squared_norm(x: torch.Tensor) -> torch.Tensor:
+    """`(x * x).sum(-1)`, the squared norm over the last dimension, with a one-multiply
+    backward (`2 grad x`).
+
+    Autograd's own backward of `x * x` takes two multiplies of x's size and their sum;
+    on the (N, H, D) projections of a layer that was the largest part of LipschitzNorm's
+    cost at D = 64 (3.1 vs 4.7 ms fwd+bwd at Cora, 8 x 64). Values are identical.
     """
-    positive = denominator > 0
-    clamped = torch.where(positive, denominator, torch.ones_like(denominator))
-    return torch.where(positive, numerator / clamped, torch.zeros_like(numerator))
+    return _SquaredNorm.apply(x)
+
+
+def scaled_inverse_sqrt(squared: torch.Tensor, scale: float, eps: float) -> torch.Tensor:
+    """`scale / sqrt(squared)` where `sqrt(squared) > eps`, and 0 elsewhere.
+
+    `squared` is the squared bound (u v)^2 >= e^2, so a bound at or below eps only meets a
+    score of the same size, whose direction is numerically meaningless: it gets the
+    neutral score 0 (uniform attention). `torch.where` on an input clamped to 1 there, not
+    `bound + eps`, keeps the exact value everywhere else and keeps the discarded branch
+    finite, so its gradient is 0 rather than NaN (the derivative of 1/sqrt is infinite at
+    0). Working on squares means no sqrt is ever taken of 0, and eps > 0 bounds the
+    result, hence the gradients, by scale / eps.
+    """
+    above = squared > eps * eps
+    safe = torch.where(above, squared, 1.0)
+    return torch.where(above, scale * torch.rsqrt(safe), 0.0)
 
 
 def neighbour_max(graph: dgl.DGLGraph, src_values: torch.Tensor) -> torch.Tensor:
     """Per destination node, the max of `src_values` over its in-neighbours (0 if none).
 
-    `src_values` is indexed by source node, any trailing shape. DGL fills nodes without
-    in-edges with 0, which is the right neutral value for the non-negative norms it is
-    used on.
+    `src_values` is indexed by source node, any trailing shape. Nodes without in-edges
+    get 0, the right neutral value for the non-negative norms it is used on.
+
+    This is `update_all(fn.copy_u, fn.max)` called as one `dgl.ops` g-SpMM: at 8 heads x 8
+    on Cora, update_all's frame bookkeeping costs about half as much again as the kernel.
+    The raw kernel leaves -inf at nodes without in-edges (and routes their gradient to
+    source 0); masking it as update_all does gives 0 there, with zero gradient.
     """
-    with graph.local_scope():
-        graph.srcdata["_value"] = src_values
-        graph.update_all(fn.copy_u("_value", "_m"), fn.max("_m", "_max"))
-        return graph.dstdata["_max"]
+    reduced = dgl.ops.copy_u_max(graph, src_values)
+    return reduced.masked_fill(torch.isinf(reduced), 0.0)
 
 
 def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: int) -> None:

@@ -29,27 +29,11 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, neighbour_max
+from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, neighbour_max, scaled_inverse_sqrt, squared_norm
 
 __all__ = ["GATConv", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
 # The public code scales the attention norm by this constant (`att_norm=4`).
 OFFICIAL_ATTENTION_FACTOR = 4.0
-
-
-def _scaled_inverse_sqrt(squared: torch.Tensor, scale: float, eps: float) -> torch.Tensor:
-    """`scale / sqrt(squared)` where `sqrt(squared) > eps`, and 0 elsewhere.
-
-    `squared` is the squared bound (u v)^2 >= e^2, so a bound at or below eps only meets a
-    score of the same size, whose direction is numerically meaningless: it gets the
-    neutral score 0 (uniform attention). `torch.where` on an input clamped to 1 there, not
-    `bound + eps`, keeps the exact value everywhere else and keeps the discarded branch
-    finite, so its gradient is 0 rather than NaN (the derivative of 1/sqrt is infinite at
-    0). Working on squares means no sqrt is ever taken of 0, and eps > 0 bounds the
-    result, hence the gradients, by scale / eps.
-    """
-    above = squared > eps * eps
-    safe = torch.where(above, squared, torch.ones_like(squared))
-    return torch.where(above, scale * torch.rsqrt(safe), torch.zeros_like(squared))
 
 
 class GATConv(AttentionConv):
@@ -191,22 +175,19 @@ class GATConv(AttentionConv):
         graph.apply_edges(fn.u_add_v("el", "er", "e"))
         if self.norm == "none":
             return graph.edata["e"]
-        squared_norm = ft.pow(2).sum(dim=-1, keepdim=True)  # ||W h_k||^2, (N, H, 1)
+        ft_squared = squared_norm(ft).unsqueeze(-1)  # ||W h_k||^2, (N, H, 1)
         # The one extra reduce: max over in-neighbours of the squared norms (N, H, 1).
-        max_squared_norm = neighbour_max(graph, squared_norm)
+        max_ft_squared = neighbour_max(graph, ft_squared)
+        # The extra edge ops are `dgl.ops` calls (the same g-SDDMM kernels as apply_edges
+        # with fn.*, without its frame bookkeeping, which costs as much as the kernel here).
         if self.variant == "paper":
             attn_squared = self.attn_l.pow(2).sum(-1, keepdim=True) + self.attn_r.pow(2).sum(-1, keepdim=True)
             # Per destination node and head: alpha / (u_h v_i), then one edge op.
-            graph.dstdata["scale"] = _scaled_inverse_sqrt(
-                attn_squared * (squared_norm + max_squared_norm), self.alpha, self.eps
-            )
-            graph.apply_edges(fn.e_mul_v("e", "scale", "s"))
-            return graph.edata["s"]
+            scale = scaled_inverse_sqrt(attn_squared * (ft_squared + max_ft_squared), self.alpha, self.eps)
+            return dgl.ops.e_mul_v(graph, graph.edata["e"], scale)
         attn_squared = OFFICIAL_ATTENTION_FACTOR**2 * (self.attn_l.pow(2).sum() + self.attn_r.pow(2).sum())
-        graph.srcdata["sq"] = squared_norm
-        graph.dstdata["max_sq"] = max_squared_norm
-        graph.apply_edges(fn.u_add_v("sq", "max_sq", "v_sq"))  # v_ij^2, (E, H, 1)
-        return graph.edata["e"] * _scaled_inverse_sqrt(attn_squared * graph.edata["v_sq"], self.alpha, self.eps)
+        v_squared = dgl.ops.u_add_v(graph, ft_squared, max_ft_squared)  # v_ij^2, (E, H, 1)
+        return graph.edata["e"] * scaled_inverse_sqrt(attn_squared * v_squared, self.alpha, self.eps)
 
     def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         """The scores fed to the LeakyReLU, `(E, H, 1)` in edge-ID order.
