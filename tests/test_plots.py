@@ -171,6 +171,36 @@ def test_lipschitz_probe_is_log_log_per_input_kind():
     plt.close(fig)
 
 
+def test_epoch_time_vs_edges_plots_csbm_medians_per_implementation_and_marks_skipped_panels():
+    # GAT at depths 2 and 10 (8 x 8), GT at depth 2 only: GT's depth-10 panel is empty.
+    # Cora rows must be ignored (the x axis is the csbm edge count).
+    rows = []
+    for family, impls, depths in (("gat", ("gat", "gat-lip"), (2, 10)), ("gt", ("gt",), (2,))):
+        for impl in impls:
+            for depth in depths:
+                for edges in (10_000, 100_000):
+                    for r, factor in enumerate((1.0, 1.5, 0.5)):  # median = the 1.0 round
+                        seconds = factor * depth * edges / 1e6 * (1.2 if impl == "gat-lip" else 1.0)
+                        rows.append(("csbm", family, 8, 8, depth, impl, edges, r, seconds))
+    rows.append(("cora", "gat", 8, 8, 2, "gat", 13_264, 0, 99.0))
+    times = pd.DataFrame(rows, columns=["dataset", "family", "heads", "hidden", "depth",
+                                        "implementation", "edges", "round", "value"])
+    fig = plots.epoch_time_vs_edges(times)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["GAT, depth 2, 8 × 8", "GAT, depth 10, 8 × 8", "GT, depth 2, 8 × 8",
+                      "GT, depth 10, 8 × 8"]
+    gat_lip = [l for l in fig.axes[1].lines if to_hex(l.get_color()) == plots.BENCH_PALETTE["gat-lip"]]
+    assert len(gat_lip) == 1
+    assert list(gat_lip[0].get_xdata()) == [10_000, 100_000]
+    assert gat_lip[0].get_ydata() == pytest.approx([0.12, 1.2])
+    assert all(list(line.get_xdata()) == [10_000, 100_000] for line in fig.axes[0].lines)
+    assert fig.axes[0].get_yscale() == fig.axes[0].get_xscale() == "log"
+    assert [t.get_text() for t in fig.axes[3].texts] == ["over the work budget"]
+    assert not fig.axes[3].lines
+    assert legend_texts(fig) == ["gat", "gat-lip", "gt"]
+    plt.close(fig)
+
+
 def test_every_stem_has_a_report_caption_and_stems_are_unique():
     assert set(TABLES) == set(FIGURES) == set(EXPERIMENTS)
     stems = [s for d in (TABLES, FIGURES) for stems in d.values() for s in stems]

@@ -584,44 +584,10 @@ def _markdown(frame: pd.DataFrame, floatfmt: str = ".3g") -> str:
 
 
 def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:
-    """Median step time vs edges (csbm), one line per implementation; a panel per
-    (family, width) row and depth column."""
-    import matplotlib
+    """`epoch_time_vs_edges.{pdf,png}` in `folder` (see `lipnorm.plots.epoch_time_vs_edges`)."""
+    from lipnorm import plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    medians = (
-        times[times["dataset"] == "csbm"]
-        .groupby(["family", "heads", "hidden", "depth", "implementation", "edges"])["value"].median()
-        .reset_index()
-    )
-    row_keys = sorted(medians.groupby(["family", "heads", "hidden"]).groups)
-    depths = sorted(medians["depth"].unique())
-    fig, axes = plt.subplots(
-        len(row_keys), len(depths), figsize=(3.6 * len(depths), 2.8 * len(row_keys)),
-        squeeze=False, sharex=True,
-    )
-    for i, (family, heads, hidden) in enumerate(row_keys):
-        for j, depth in enumerate(depths):
-            ax = axes[i][j]
-            panel = medians[(medians["family"] == family) & (medians["heads"] == heads)
-                            & (medians["hidden"] == hidden) & (medians["depth"] == depth)]
-            for impl, line in panel.groupby("implementation"):
-                ax.plot(line["edges"], line["value"], marker="o", label=impl)
-            ax.set(xscale="log", yscale="log", title=f"{family}, depth {depth}, {heads}x{hidden}")
-            if j == 0:
-                ax.set_ylabel("seconds per epoch")
-            if i == len(row_keys) - 1:
-                ax.set_xlabel("edges")
-            if not panel.empty:  # cells over the work budget have no lines
-                ax.legend(fontsize=6)
-    fig.tight_layout()
-    paths = [folder / "epoch_time_vs_edges.pdf", folder / "epoch_time_vs_edges.png"]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+    return plots.save_figure(plots.epoch_time_vs_edges(times), folder / "epoch_time_vs_edges")
 
 
 def _environment(threads: int, command: str, load_start: tuple, load_end: tuple) -> str:

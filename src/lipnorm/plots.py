@@ -26,7 +26,7 @@ from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from lipnorm.aggregate import (  # noqa: E402
     EXPERIMENTS,
@@ -332,6 +332,69 @@ def lipschitz_probe(probe: pd.DataFrame) -> Figure:
         ax.set_xlabel("Input scale $s$")
         ax.set_ylabel("Lipschitz estimate" if ax is axes[0, 0] else "")
     _legend(fig, models, diverged=False)
+    return fig
+
+
+# `lipnorm bench` implementations: ours in the model palette, the references in grey tones.
+BENCH_PALETTE = {
+    "gat": PALETTE["gat"],
+    "gat-lip": PALETTE["gat-lip"],
+    "gat-lip-official": "#fbafe4",
+    "dgl-gat": "#029e73",
+    "pyg-gat": "#949494",
+    "gt": PALETTE["gt"],
+    "gt-lip": PALETTE["gt-lip"],
+    "gt-lip-official": "#56b4e9",
+    "pyg-transformer": "#000000",
+}
+
+
+def _plain_log_axis(axis) -> None:
+    """Log ticks at 1, 2, 5 x 10^k, written as plain numbers; no minor labels (a panel
+    spanning under a decade would otherwise label every minor tick)."""
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+@_styled
+def epoch_time_vs_edges(times: pd.DataFrame) -> Figure:
+    """`lipnorm bench`: median training-step time vs edges (csbm graphs), one line per
+    implementation; a row per (family, width), a column per depth. `times` has the
+    bench's step_seconds rows (family, heads, hidden, depth, implementation, edges, value)."""
+    medians = (
+        times[times["dataset"] == "csbm"]
+        .groupby(["family", "heads", "hidden", "depth", "implementation", "edges"])["value"].median()
+        .reset_index()
+    )
+    rows = sorted(medians.groupby(["family", "heads", "hidden"]).groups)
+    depths = sorted(medians["depth"].unique())
+    fig, axes = plt.subplots(
+        len(rows), len(depths), figsize=(TEXT_WIDTH, PANEL_HEIGHT * len(rows) + 0.6),
+        squeeze=False, sharex=True, layout="constrained",
+    )
+    for i, (family, heads, hidden) in enumerate(rows):
+        for j, depth in enumerate(depths):
+            ax = axes[i][j]
+            ax.set_title(f"{family.upper()}, depth {depth}, {heads} × {hidden}")
+            panel = _where(medians, {"family": family, "heads": heads, "hidden": hidden, "depth": depth})
+            if panel.empty:
+                ax.text(0.5, 0.5, "over the work budget", ha="center", va="center",
+                        transform=ax.transAxes, color="0.4")
+                ax.set_yticks([])
+                ax.grid(False)
+            for impl, line in panel.groupby("implementation"):
+                ax.plot(line["edges"], line["value"], marker="o", color=BENCH_PALETTE[impl])
+            ax.set_xscale("log")
+            if not panel.empty:
+                ax.set_yscale("log")
+                _plain_log_axis(ax.yaxis)
+            ax.set_ylabel("Seconds per epoch" if j == 0 else "")
+            ax.set_xlabel("Edges" if i == len(rows) - 1 else "")
+    implementations = [name for name in BENCH_PALETTE if name in set(medians["implementation"])]
+    handles = [Line2D([], [], color=BENCH_PALETTE[name], marker="o") for name in implementations]
+    fig.legend(handles, implementations, loc="outside upper center",
+               ncols=min(len(implementations), 5), frameon=False)
     return fig
 
 
