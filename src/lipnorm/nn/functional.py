@@ -1,4 +1,11 @@
-"""Small graph helpers shared by the attention layers (GAT, GT)."""
+"""Small graph helpers shared by the attention layers (GAT, GT).
+
+LipschitzNorm's extra graph ops (the neighbour max, the per-node scaling of the scores)
+call DGL's g-SpMM/g-SDDMM kernels through `dgl.ops`: the same kernels as `update_all` /
+`apply_edges` with `fn.*` builtins, without their frame bookkeeping, which at 8 heads x 8
+on Cora costs 0.3-0.4 ms per call (update_all: 1.46 vs 1.02 ms for the max; apply_edges:
+0.67 vs 0.37 ms for an edge multiply).
+"""
 
 from __future__ import annotations
 
@@ -59,8 +66,7 @@ def neighbour_max(graph: dgl.DGLGraph, src_values: torch.Tensor) -> torch.Tensor
     `src_values` is indexed by source node, any trailing shape. Nodes without in-edges
     get 0, the right neutral value for the non-negative norms it is used on.
 
-    This is `update_all(fn.copy_u, fn.max)` called as one `dgl.ops` g-SpMM: at 8 heads x 8
-    on Cora, update_all's frame bookkeeping costs about half as much again as the kernel.
+    This is `update_all(fn.copy_u, fn.max)` as one `dgl.ops` call (see the module note).
     The raw kernel leaves -inf at nodes without in-edges (and routes their gradient to
     source 0); masking it as update_all does gives 0 there, with zero gradient.
     """

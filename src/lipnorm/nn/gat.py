@@ -178,8 +178,7 @@ class GATConv(AttentionConv):
         ft_squared = squared_norm(ft).unsqueeze(-1)  # ||W h_k||^2, (N, H, 1)
         # The one extra reduce: max over in-neighbours of the squared norms (N, H, 1).
         max_ft_squared = neighbour_max(graph, ft_squared)
-        # The extra edge ops are `dgl.ops` calls (the same g-SDDMM kernels as apply_edges
-        # with fn.*, without its frame bookkeeping, which costs as much as the kernel here).
+        # The extra edge ops are `dgl.ops` calls: see `lipnorm.nn.functional`.
         if self.variant == "paper":
             attn_squared = self.attn_l.pow(2).sum(-1, keepdim=True) + self.attn_r.pow(2).sum(-1, keepdim=True)
             # Per destination node and head: alpha / (u_h v_i), then one edge op.
