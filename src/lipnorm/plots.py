@@ -378,15 +378,15 @@ def epoch_time_vs_edges(times: pd.DataFrame) -> Figure:
             ax = axes[i][j]
             ax.set_title(f"{family.upper()}, depth {depth}, {heads} × {hidden}")
             panel = _where(medians, {"family": family, "heads": heads, "hidden": hidden, "depth": depth})
+            ax.set_xscale("log")
             if panel.empty:
                 ax.text(0.5, 0.5, "over the work budget", ha="center", va="center",
                         transform=ax.transAxes, color="0.4")
                 ax.set_yticks([])
                 ax.grid(False)
-            for impl, line in panel.groupby("implementation"):
-                ax.plot(line["edges"], line["value"], marker="o", color=BENCH_PALETTE[impl])
-            ax.set_xscale("log")
-            if not panel.empty:
+            else:
+                for impl, line in panel.groupby("implementation"):
+                    ax.plot(line["edges"], line["value"], marker="o", color=BENCH_PALETTE[impl])
                 ax.set_yscale("log")
                 _plain_log_axis(ax.yaxis)
             ax.set_ylabel("Seconds per epoch" if j == 0 else "")
