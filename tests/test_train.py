@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipnorm import cli, train
+from lipnorm import cli, diagnostics, train
 from lipnorm.nn.models import MODEL_NAMES, attention_layers, gradient_groups
 from lipnorm.train import TrainConfig
 
@@ -54,7 +54,8 @@ def test_run_writes_every_file_with_documented_columns(tmp_path, model):
     out = tmp_path / "run"
     summary = train.run(tiny(tmp_path, model=model, missing_rate=50), out)
     assert sorted(p.name for p in out.iterdir()) == [
-        "gradnorms.parquet", "metrics.parquet", "outnorms.parquet", "summary.json", "train.log"
+        "gradnorms.parquet", "layerstats.parquet", "metrics.parquet", "outnorms.parquet",
+        "summary.json", "train.log",
     ]
     written, metrics, gradnorms, outnorms = read_run(out)
     assert written == json.loads(json.dumps(summary))
@@ -80,6 +81,14 @@ def test_run_writes_every_file_with_documented_columns(tmp_path, model):
     assert outnorms["layer"].tolist() == layers * 3
     assert (gradnorms["grad_norm"] > 0).all() and (outnorms["output_norm"] > 0).all()
     assert "epoch 3 loss" in (out / "train.log").read_text()
+
+    stats = pd.read_parquet(out / "layerstats.parquet")
+    assert list(stats.columns) == train.LAYERSTATS_COLUMNS
+    assert set(stats["metric"]) == set(LAYER_METRICS)
+    # Every attention layer, every metric, every epoch once (grad_log_every=1).
+    assert len(stats) == 3 * len(layers) * len(LAYER_METRICS)
+    assert not stats.duplicated(["epoch", "layer", "metric"]).any()
+    assert sorted(stats["layer"].unique()) == layers and sorted(stats["epoch"].unique()) == [1, 2, 3]
 
 
 def independent_first_step(config: TrainConfig) -> tuple[float, dict, dict]:
@@ -125,6 +134,105 @@ def test_logged_norms_equal_norms_recomputed_from_the_gradients(tmp_path, model)
     first_out = outnorms[outnorms["epoch"] == 1]
     logged_out = dict(zip(first_out["layer"], first_out["output_norm"]))
     assert logged_out == pytest.approx(output_norms, rel=1e-5)
+
+
+LAYER_METRICS = (
+    "dirichlet_energy", "mean_average_distance", "rayleigh_quotient", "attention_entropy", "output_norm"
+)
+
+
+def read_layerstats(out: Path) -> dict[tuple[int, int, str], float]:
+    stats = pd.read_parquet(out / "layerstats.parquet")
+    return {(e, l, m): v for e, l, m, v in stats.itertuples(index=False)}
+
+
+@pytest.mark.parametrize("model", ["gat-lip", "gat-lip-pairnorm", "gt-lip", "gat-classic"])
+def test_layer_statistics_equal_an_independent_eval_forward_after_the_first_step(tmp_path, model):
+    """Epoch 1's statistics: one Adam step as the trainer takes it, then an eval-mode
+    forward with `get_attention=True` called by hand, fed to the free functions."""
+    config = tiny(tmp_path, model=model, depth=3, epochs=1, missing_rate=50)
+    train.run(config, tmp_path / "run")
+    logged = read_layerstats(tmp_path / "run")
+
+    resolved = config.resolved()
+    setup = train.prepare(resolved)
+    graph, model_ = setup.dataset.graph, setup.model
+    optimizer = torch.optim.Adam(model_.parameters(), lr=resolved.lr, weight_decay=resolved.weight_decay)
+    model_.train()
+    logits = model_(graph, setup.features)
+    mask = setup.dataset.train_mask
+    F.cross_entropy(logits[mask], setup.dataset.labels[mask]).backward()
+    optimizer.step()
+    model_.eval()
+    captured = {}
+    for index, module in attention_layers(model_):
+        def call(graph_, feat, module=module, index=index, original=module.forward):
+            out, attention = original(graph_, feat, get_attention=True)
+            captured[index] = (out, attention)
+            return out
+        module.forward = call
+    with torch.no_grad():
+        model_(graph, setup.features)
+    assert len(captured) == len(attention_layers(model_))
+    for layer, (out, attention) in captured.items():
+        expected = {
+            "dirichlet_energy": diagnostics.dirichlet_energy(graph, out),
+            "mean_average_distance": diagnostics.mean_average_distance(graph, out),
+            "rayleigh_quotient": diagnostics.rayleigh_quotient(graph, out),
+            "attention_entropy": diagnostics.attention_entropy(graph, attention),
+            "output_norm": out.double().norm().item(),
+        }
+        for metric, value in expected.items():
+            assert logged[(1, layer, metric)] == pytest.approx(value, rel=1e-5, abs=1e-12), (layer, metric)
+
+
+def test_layer_statistics_at_the_logged_epochs_and_the_last_one(tmp_path):
+    out = tmp_path / "run"
+    train.run(tiny(tmp_path, model="gat-lip", depth=3, epochs=6, grad_log_every=4), out)
+    epochs = sorted({e for e, _, _ in read_layerstats(out)})
+    assert epochs == [1, 5, 6]  # logged every 4 epochs from 1, and the last
+    gradnorms = pd.read_parquet(out / "gradnorms.parquet")
+    assert sorted(gradnorms["epoch"].unique()) == [1, 5]
+
+
+def test_patience_stop_records_the_statistics_of_the_epoch_it_stopped_at(tmp_path):
+    out = tmp_path / "run"
+    summary = train.run(
+        tiny(tmp_path, model="gat", depth=2, epochs=200, patience=3, grad_log_every=50, lr=1e-9), out
+    )
+    last = summary["epochs_run"]
+    assert last < 200
+    assert sorted({e for e, _, _ in read_layerstats(out)}) == sorted({1, last})
+
+
+def test_layer_statistics_do_not_change_the_training_numbers(tmp_path):
+    runs = {}
+    for name, layer_stats in (("with", True), ("without", False)):
+        config = tiny(tmp_path, model="gat-lip-pairnorm", depth=3, epochs=4, seed=5, layer_stats=layer_stats)
+        train.run(config, tmp_path / name)
+        runs[name] = read_run(tmp_path / name)
+    (summary_with, *frames_with), (summary_without, *frames_without) = runs["with"], runs["without"]
+    for with_, without in zip(frames_with, frames_without):
+        pd.testing.assert_frame_equal(
+            with_.drop(columns="seconds", errors="ignore"),
+            without.drop(columns="seconds", errors="ignore"),
+            check_exact=True,
+        )
+    assert summary_with["test_metric"] == summary_without["test_metric"]
+    assert summary_without["config"]["layer_stats"] is False
+    assert read_layerstats(tmp_path / "without") == {}
+    assert len(read_layerstats(tmp_path / "with")) > 0
+
+
+def test_cli_no_layer_stats_flag(tmp_path):
+    out = tmp_path / "run"
+    code = cli.main([
+        "train", "--dataset", "csbm", "--csbm", TINY_CSBM, "--epochs", "1", "--heads", "2",
+        "--hidden", "4", "--no-layer-stats", "--data-root", str(tmp_path / "datasets"), "--out", str(out),
+    ])
+    assert code == 0
+    assert json.loads((out / "summary.json").read_text())["config"]["layer_stats"] is False
+    assert read_layerstats(out) == {}
 
 
 def test_multilabel_dataset_trains_with_bce_and_reports_micro_f1(tmp_path, monkeypatch):

@@ -117,13 +117,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--patience", int, "best-val: stop after this many epochs without a better val metric"),
         ("--variant", str, "LipschitzNorm variant: paper (default) or official"),
         ("--threads", int, "torch/DGL CPU threads (default 1)"),
-        ("--grad-log-every", int, "log gradient and output norms every K epochs (default 1)"),
+        ("--grad-log-every", int, "log gradient norms and layer statistics every K epochs (default 1)"),
         ("--mask", str, "missing-features mask (.npy) from `lipnorm data mask`"),
         ("--data-root", str, "dataset folder (default resources/datasets)"),
         ("--mirror", str, "dataset mirror folder"),
         ("--csbm", str, "csbm parameters key=value,..."),
     ):
         flags.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=text)
+    flags.add_argument(
+        "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,
+        help="do not write layerstats.parquet (per-layer energy, MAD, attention entropy)",
+    )
     train.set_defaults(handler=_train)
 
 

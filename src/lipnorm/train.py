@@ -3,7 +3,14 @@
 `run(config, out)` validates the settings, loads the dataset, erases the feature rows of
 the missing-features mask, trains with Adam and evaluates every epoch, and writes the
 run directory of docs/architecture.md (`summary.json`, `metrics.parquet`,
-`gradnorms.parquet`, `outnorms.parquet`, `train.log`) atomically.
+`gradnorms.parquet`, `outnorms.parquet`, `layerstats.parquet`, `train.log`) atomically.
+
+Per-layer representation diagnostics (`lipnorm.diagnostics`: Dirichlet energy, MAD,
+Rayleigh quotient, attention entropy, output norm) are measured on the eval-mode
+forward of the epochs whose gradient norms are logged, and once more after the last
+epoch of a run that did not diverge. They read the forward `evaluate` runs anyway (one
+extra eval forward at the end) and draw no random numbers, so a run's training numbers
+are the same with and without them (`layer_stats=False`).
 
 Protocols:
 - "best-val": the test metric at the epoch of best validation metric (ties: the earlier
@@ -37,6 +44,7 @@ from tqdm import tqdm
 
 import lipnorm
 from lipnorm import data
+from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.nn.models import (
     MODEL_NAMES,
@@ -59,6 +67,7 @@ METRICS_COLUMNS = [
 ]
 GRADNORMS_COLUMNS = ["epoch", "layer", "kind", "group", "grad_norm"]
 OUTNORMS_COLUMNS = ["epoch", "layer", "output_norm"]
+LAYERSTATS_COLUMNS = ["epoch", "layer", "metric", "value"]
 
 log = logging.getLogger("lipnorm.train")
 
@@ -86,6 +95,7 @@ class TrainConfig:
     variant: str = "paper"
     threads: int = 1
     grad_log_every: int = 1
+    layer_stats: bool = True
     mask: str | None = None
     data_root: str = "resources/datasets"
     mirror: str | None = None
@@ -178,7 +188,7 @@ def _fold_norm_extra(model: str, norm_extra: str) -> str:
     return combined
 
 
-_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", type(None): "null"}
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
 
 
 def _allowed_types(name: str) -> tuple[type, ...]:
@@ -192,7 +202,8 @@ def _check_types(config: TrainConfig) -> None:
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         allowed = _allowed_types(field.name)
-        if isinstance(value, bool) or not isinstance(value, allowed):
+        # bool is an int subclass: accept it only where the field is a bool.
+        if isinstance(value, bool) is not (bool in allowed) or not isinstance(value, allowed):
             words = dict.fromkeys(_TYPE_WORDS[t] for t in allowed if t is not int or float not in allowed)
             raise ValueError(f"{field.name} must be {' or '.join(words)}, got {value!r}")
 
@@ -349,6 +360,56 @@ class OutputNorms:
             handle.remove()
 
 
+class LayerStats:
+    """Diagnostics of each attention layer's output and attention in a forward pass.
+
+    While `active`, a pre-hook makes every attention layer return its attention too
+    (`get_attention=True`) and a forward hook keeps `(output, attention)` and hands the
+    output alone on, so the model computes exactly what it computes without them.
+    """
+
+    def __init__(self, model: torch.nn.Module, graph: dgl.DGLGraph):
+        self.diagnostics = GraphDiagnostics(graph)
+        self.layers = [index for index, _ in attention_layers(model)]
+        self.captured: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.active = False
+        self.handles = []
+        for _, module in attention_layers(model):
+            self.handles.append(module.register_forward_pre_hook(self._ask_attention, with_kwargs=True))
+            self.handles.append(module.register_forward_hook(self._keep, with_kwargs=True))
+
+    def _ask_attention(self, module, args, kwargs):
+        if self.active:
+            return args, {**kwargs, "get_attention": True}
+        return None
+
+    def _keep(self, module, args, kwargs, output):
+        if self.active:
+            rst, attention = output
+            self.captured.append((rst.detach(), attention.detach()))
+            return rst
+        return None
+
+    def rows(self, epoch: int) -> list[tuple]:
+        """`(epoch, layer, metric, value)` rows of the captured forward; clears it."""
+        if len(self.captured) != len(self.layers):
+            raise RuntimeError(
+                f"captured {len(self.captured)} attention layers of {len(self.layers)}: "
+                "the forward did not run every attention layer once"
+            )
+        rows = [
+            (epoch, layer, metric, value)
+            for layer, (h, attention) in zip(self.layers, self.captured)
+            for metric, value in self.diagnostics.layer_stats(h, attention).items()
+        ]
+        self.captured.clear()
+        return rows
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
 class Trainer:
     """Full-batch training steps and evaluation of one model on one dataset."""
 
@@ -367,6 +428,7 @@ class Trainer:
         self.scheduler = make_scheduler(protocol, self.optimizer)
         self.gradient_norms = GradientNorms(self.model)
         self.output_norms = OutputNorms(self.model)
+        self.layer_stats = LayerStats(self.model, self.graph)
 
     @property
     def lr(self) -> float:
@@ -405,10 +467,18 @@ class Trainer:
         return StepResult(finite, loss_value, grad_norms, output_norms)
 
     @torch.no_grad()
-    def evaluate(self) -> tuple[float, float, float, float]:
-        """`(val_loss, train_metric, val_metric, test_metric)` in eval mode."""
+    def evaluate(self, layer_stats: bool = False) -> tuple[float, float, float, float]:
+        """`(val_loss, train_metric, val_metric, test_metric)` in eval mode.
+
+        `layer_stats` keeps each attention layer's output and attention for
+        `self.layer_stats.rows` (the forward itself is unchanged).
+        """
         self.model.eval()
-        logits = self.model(self.graph, self.features)
+        self.layer_stats.active = layer_stats
+        try:
+            logits = self.model(self.graph, self.features)
+        finally:
+            self.layer_stats.active = False
         val_mask = self.masks[1]
         val_loss = self.loss_fn(logits[val_mask], self.labels[val_mask]).item()
         train, val, test = (
@@ -509,6 +579,7 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
             "metrics.parquet": pd.DataFrame(history.metrics, columns=METRICS_COLUMNS),
             "gradnorms.parquet": pd.DataFrame(history.gradnorms, columns=GRADNORMS_COLUMNS),
             "outnorms.parquet": pd.DataFrame(history.outnorms, columns=OUTNORMS_COLUMNS),
+            "layerstats.parquet": pd.DataFrame(history.layerstats, columns=LAYERSTATS_COLUMNS),
         }
         for name, frame in frames.items():
             write_parquet(tmp / name, frame)
@@ -518,16 +589,18 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
 
 @dataclass
 class History:
-    """Rows of the three parquet files, and the epoch a run diverged at (if it did)."""
+    """Rows of the per-epoch parquet files, and the epoch a run diverged at (if it did)."""
 
     metrics: list[dict[str, float]] = dataclasses.field(default_factory=list)
     gradnorms: list[tuple] = dataclasses.field(default_factory=list)
     outnorms: list[tuple] = dataclasses.field(default_factory=list)
+    layerstats: list[tuple] = dataclasses.field(default_factory=list)
     diverged_epoch: int | None = None
 
 
 def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
     history = History()
+    stats_epoch = None  # the last epoch whose layer statistics were recorded
     bar = tqdm(
         range(1, config.epochs + 1), desc="train", unit="epoch", file=sys.stderr,
         mininterval=1.0, dynamic_ncols=True,
@@ -537,7 +610,8 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
         lr = trainer.lr
         step = trainer.train_step()
         # Epoch 1 is always logged: the gradients at initialisation matter most.
-        if (epoch - 1) % config.grad_log_every == 0:
+        logged = (epoch - 1) % config.grad_log_every == 0
+        if logged:
             history.gradnorms += [
                 (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
             ]
@@ -546,7 +620,11 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
             ]
         val_loss = train_metric = val_metric = test_metric = math.nan
         if step.finite:
-            val_loss, train_metric, val_metric, test_metric = trainer.evaluate()
+            with_stats = logged and config.layer_stats
+            val_loss, train_metric, val_metric, test_metric = trainer.evaluate(with_stats)
+            if with_stats:
+                history.layerstats += trainer.layer_stats.rows(epoch)
+                stats_epoch = epoch
         if not math.isfinite(val_loss):
             history.diverged_epoch = epoch
             log.warning(
@@ -581,7 +659,20 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
                 log.info("early stop at epoch %d: no better val metric since epoch %d", epoch, best_epoch)
                 break
     bar.close()
+    # The last epoch's representations, unless that epoch was logged: the forward of
+    # `evaluate` is deterministic, so repeating it gives the ones that epoch saw. (After
+    # a divergence the model is no longer the last epoch's: nothing to add.)
+    last_epoch = history.metrics[-1]["epoch"] if history.metrics else None
+    if (
+        config.layer_stats
+        and history.diverged_epoch is None
+        and last_epoch is not None
+        and last_epoch != stats_epoch
+    ):
+        trainer.evaluate(layer_stats=True)
+        history.layerstats += trainer.layer_stats.rows(last_epoch)
     trainer.output_norms.remove()
+    trainer.layer_stats.remove()
     return history
 
 
