@@ -9,7 +9,9 @@ its run's settings (each `config` key is a column) and `status`:
 - `epochs`: per-epoch metrics (`metrics.parquet`; its `lr` becomes `epoch_lr`, since a
   record column named like a setting gets the prefix `epoch_`);
 - `gradnorms`: per-layer gradient norms (`gradnorms.parquet`);
-- `outnorms`: per-layer attention output norms (`outnorms.parquet`).
+- `outnorms`: per-layer attention output norms (`outnorms.parquet`);
+- `layerstats`: per-layer representation diagnostics (`layerstats.parquet`: `epoch,
+  layer, metric, value`, see `lipnorm.diagnostics`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pyarrow.parquet as pq
 
 from lipnorm.io import atomic_path, write_parquet
 
-EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic")
+EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic", "diagnose")
 
 SUMMARY_FILE = "summary.json"
 # Aggregate table name -> the run-directory file it gathers.
@@ -33,6 +35,7 @@ PER_EPOCH_FILES = {
     "epochs": "metrics.parquet",
     "gradnorms": "gradnorms.parquet",
     "outnorms": "outnorms.parquet",
+    "layerstats": "layerstats.parquet",
 }
 AGGREGATE_TABLES = ("runs", *PER_EPOCH_FILES)
 RUN_STATUSES = ("ok", "diverged")
