@@ -30,6 +30,7 @@ PRESETS = {
     "smoke": REPO / "config" / "presets" / "smoke.yaml",
     "paper": REPO / "config" / "presets" / "paper.yaml",
     "deep": REPO / "config" / "presets" / "deep.yaml",
+    "diagnose": REPO / "config" / "presets" / "diagnose.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -67,10 +68,13 @@ def expected_job_counts(config: dict) -> dict[str, int]:
 
     experiments = config["experiments"]
     trains, masks, downloads = 0, set(), set()
-    for name, spec in experiments.items():
-        if name == "lipschitz":
-            continue
-        g = spec["grid"]
+    grids = [
+        block["grid"]
+        for name, spec in experiments.items()
+        if name != "lipschitz"
+        for block in (spec["arms"].values() if "arms" in spec else [spec])
+    ]
+    for g in grids:
         # Values equal as numbers (1 and 1.0) are one grid point.
         axes = [set(g[k]) for k in ("datasets", "models", "depths", "alphas", "missing_rates", "seeds")]
         trains += len(list(itertools.product(*axes)))
@@ -227,7 +231,7 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 # --- DAG sizes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("preset", ["smoke", "default", "deep"])
+@pytest.mark.parametrize("preset", ["smoke", "default", "deep", "diagnose"])
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
     assert job_counts(proc.stdout) == expected_job_counts(load_preset(preset))
@@ -271,6 +275,48 @@ def test_run_directories_spell_numbers_exactly(tmp_path):
         f"results/alpha/runs/csbm/gat-lip/L3/a{a}/r12.5/s0" for a in ("0.00001", "0.1", "2")
     ]
     assert "--weight-decay 0.0005" in proc.stdout and "e-0" not in proc.stdout
+
+
+def test_arms_run_in_their_own_folders_with_their_own_settings(tmp_path):
+    """The diagnose preset's arms: each arm's runs under <results>/diagnose/<arm>/runs/,
+    trained with that arm's settings, and one aggregate of every arm."""
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", PRESETS["diagnose"])
+    commands = [line for line in proc.stdout.splitlines() if line.startswith("lipnorm train ")]
+    root = "results/diagnose/diagnose"
+
+    def train_commands(arm):
+        return [c for c in commands if f"--out {root}/{arm}/runs/" in c]
+
+    arms = load_preset("diagnose")["experiments"]["diagnose"]["arms"]
+    assert len(commands) == sum(len(train_commands(arm)) for arm in arms)
+    assert all("--feat-drop 0.6 " in c for c in train_commands("dropout"))
+    assert all("--feat-drop 0 " in c for c in train_commands("no-dropout"))
+    assert {re.search(r"--alpha (\S+)", c)[1] for c in train_commands("alpha")} == {"4", "16"}
+    (recipe,) = train_commands("authors-recipe")
+    assert "--recipe official --epochs 100 " in recipe and "--heads" not in recipe
+    aggregate = next(line for line in proc.stdout.splitlines() if line.startswith("lipnorm aggregate"))
+    assert aggregate.count(f"{root}/") == len(commands) + 1  # every run, and --out-dir
+
+
+def test_run_groups_name_arms_after_their_experiment():
+    experiments = {
+        "depth": {"grid": {"seeds": [0]}, "train": {}},
+        "diagnose": {"arms": {"a": {"grid": {}, "train": {"x": 1}}, "b-2": {"grid": {}, "train": {}}}},
+        "lipschitz": {"seed": 0, "scales": [1]},
+    }
+    groups = grid.run_groups(experiments)
+    assert list(groups) == ["depth", "diagnose/a", "diagnose/b-2"]
+    assert groups["diagnose/a"]["train"] == {"x": 1}
+
+
+@pytest.mark.parametrize("arm", ["runs", "aggregate", "Bad_Name"])
+def test_an_arm_named_like_an_output_folder_is_rejected(tmp_path, arm):
+    config = load_preset("diagnose")
+    arms = config["experiments"]["diagnose"]["arms"]
+    arms[arm] = arms.pop("alpha")
+    proc = snakemake(tmp_path, "-n", "--configfile", write_config(tmp_path / "bad.yaml", config), check=False)
+    assert proc.returncode != 0
+    assert "diagnose" in proc.stdout + proc.stderr
 
 
 def test_format_number_is_exact_and_has_no_exponent():

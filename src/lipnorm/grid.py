@@ -61,6 +61,28 @@ def run_subdirs(grid: Mapping[str, Iterable]) -> list[str]:
     return ["/".join(parts) for parts in itertools.product(*axes)]
 
 
+def run_groups(experiments: Mapping[str, Mapping]) -> dict[str, Mapping]:
+    """Every group of runs that shares one `grid` and one `train` block, by its folder.
+
+    A grid experiment is one group, named after it (`depth`); an experiment with `arms`
+    has one group per arm, named `<experiment>/<arm>` (`diagnose/no-dropout`). A group's
+    runs live in `<results>/<group>/runs/`; the experiment's aggregate gathers all its
+    groups. The probe experiment `lipschitz` has no runs.
+
+    >>> sorted(run_groups({"depth": {"grid": 1, "train": 2}, "x": {"arms": {"a": {"grid": 3}}}}))
+    ['depth', 'x/a']
+    """
+    groups: dict[str, Mapping] = {}
+    for name, spec in experiments.items():
+        if name == "lipschitz":
+            continue
+        if "arms" in spec:
+            groups.update({f"{name}/{arm}": block for arm, block in spec["arms"].items()})
+        else:
+            groups[name] = spec
+    return groups
+
+
 def option_args(settings: Mapping[str, object]) -> str:
     """`{"weight_decay": 5e-4, "protocol": "best-val"}` -> `--weight-decay 0.0005 --protocol best-val`."""
     args: list[str] = []

@@ -17,24 +17,25 @@ shell.prefix(f'export PATH={shlex.quote(os.path.dirname(sys.executable))}:"$PATH
 RESULTS = config["results"]
 RESOURCES = config["resources"]
 EXPERIMENTS = config["experiments"]
-# Experiments that train one run per grid point (`lipschitz` only probes).
+# Experiments that train one run per grid point (`lipschitz` only probes), and their
+# groups of runs (one per experiment, or one per arm: `diagnose/no-dropout`).
 GRID_EXPERIMENTS = [name for name in EXPERIMENTS if name != "lipschitz"]
+RUN_GROUPS = grid.run_groups(EXPERIMENTS)
 
 DATASET_ROOT = f"{RESOURCES}/datasets"
 DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"
 MASK = f"{RESOURCES}/masks/{{dataset}}/rate{{rate}}_seed{{seed}}.npy"
-RUN_DIR = f"{RESULTS}/{{experiment}}/runs/{grid.RUN_SUBDIR}"
-RUN_LOG = f"{RESULTS}/{{experiment}}/logs/runs/{grid.RUN_SUBDIR}.log"
+RUN_DIR = f"{RESULTS}/{{run_group}}/runs/{grid.RUN_SUBDIR}"
+RUN_LOG = f"{RESULTS}/{{run_group}}/logs/runs/{grid.RUN_SUBDIR}.log"
 
 
 def _grid_values(key):
-    return [
-        value for name in GRID_EXPERIMENTS for value in EXPERIMENTS[name]["grid"][key]
-    ]
+    return [value for spec in RUN_GROUPS.values() for value in spec["grid"][key]]
 
 
 wildcard_constraints:
     experiment=grid.alternatives_regex(GRID_EXPERIMENTS or ["lipschitz"]),
+    run_group=grid.alternatives_regex(RUN_GROUPS or ["lipschitz"]),
     dataset=grid.alternatives_regex(_grid_values("datasets") or ["csbm"]),
     model=grid.alternatives_regex(_grid_values("models") or ["gat"]),
     depth=r"\d+",
@@ -74,15 +75,17 @@ def dataset_ready(wildcards):
 
 
 def train_args(wildcards):
-    return grid.option_args(EXPERIMENTS[wildcards.experiment]["train"])
+    return grid.option_args(RUN_GROUPS[wildcards.run_group]["train"])
 
 
 def run_summaries(wildcards):
-    """The summary.json of every run of a grid experiment."""
+    """The summary.json of every run of a grid experiment (all its arms)."""
     experiment = wildcards.experiment
     return [
-        f"{RESULTS}/{experiment}/runs/{subdir}/summary.json"
-        for subdir in grid.run_subdirs(EXPERIMENTS[experiment]["grid"])
+        f"{RESULTS}/{group}/runs/{subdir}/summary.json"
+        for group, spec in RUN_GROUPS.items()
+        if group.split("/")[0] == experiment
+        for subdir in grid.run_subdirs(spec["grid"])
     ]
 
 

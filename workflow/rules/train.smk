@@ -11,6 +11,7 @@ rule train:
         metrics=f"{RUN_DIR}/metrics.parquet",
         gradnorms=f"{RUN_DIR}/gradnorms.parquet",
         outnorms=f"{RUN_DIR}/outnorms.parquet",
+        layerstats=f"{RUN_DIR}/layerstats.parquet",
     log:
         RUN_LOG,
     # Threads, memory and runtime are set per machine in profiles/.
