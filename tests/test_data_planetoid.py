@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -97,3 +98,50 @@ def test_extracted_raw_files_match_pinned_sums(name, offline_loader, planetoid_r
     folder = planetoid_root / SOURCES[name].folder_name()
     for rel, digest in PINNED_SHA256[name].items():
         assert hashlib.sha256((folder / rel).read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("name", ["cora", "citeseer"])
+def test_raw_features_are_the_stored_rows_whose_normalisation_is_dgls(
+    name, offline_loader, planetoid_root, data_mirror, no_network
+):
+    """raw_features=True: the planetoid rows as stored (binary bag-of-words for Cora and
+    CiteSeer, as PyG's Planetoid gives them); row-normalising them gives DGL's features."""
+    import torch
+
+    from lipnorm.data import load_dataset
+
+    normalised = offline_loader(name)
+    raw = load_dataset(name, root=planetoid_root, mirror=data_mirror, raw_features=True)
+    assert raw.features.dtype == torch.float32 and raw.features.shape == normalised.features.shape
+    assert set(raw.features.unique().tolist()) == {0.0, 1.0}
+    sums = raw.features.sum(dim=1, keepdim=True)
+    if name == "cora":
+        assert (sums > 0).all() and torch.allclose(normalised.features.sum(dim=1), torch.ones(2708))
+    expected = torch.where(sums > 0, raw.features / sums.clamp(min=1), 0.0)
+    torch.testing.assert_close(normalised.features, expected, rtol=1e-6, atol=0)
+    # Only the features differ: same graph, labels and split.
+    assert torch.equal(torch.stack(raw.graph.edges()), torch.stack(normalised.graph.edges()))
+    for field in ("labels", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(raw, field), getattr(normalised, field)), field
+
+    # Independently of DGL's code: the first rows are the pickled `allx` matrix as stored.
+    folder = planetoid_root / SOURCES[name].folder_name()
+    with open(folder / f"ind.{SOURCES[name].base_name}.allx", "rb") as handle, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # scipy.sparse.csr in the pickle
+        allx = pickle.load(handle, encoding="latin1")
+    assert np.array_equal(raw.features[: allx.shape[0]].numpy(), np.asarray(allx.todense(), dtype=np.float32))
+
+    # The raw rows have their own processed cache; DGL's normalised one is untouched.
+    assert (folder / f"{SOURCES[name].base_name}_dgl_graph_raw_features.bin").is_file()
+    again = load_dataset(name, root=planetoid_root, mirror=data_mirror, raw_features=True)
+    assert torch.equal(again.features, raw.features)
+    assert torch.equal(offline_loader(name).features, normalised.features)
+
+
+@pytest.mark.parametrize("name", ["csbm", "coauthor-cs", "ppi", "ogbn-arxiv"])
+def test_raw_features_are_refused_where_nothing_normalises_them(name, tmp_path, no_network):
+    from lipnorm.data import load_dataset
+
+    with pytest.raises(ValueError, match=f"raw_features=True applies to the planetoid datasets .*; '{name}' is loaded"):
+        load_dataset(name, root=tmp_path, raw_features=True)
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,7 @@ state-dict round trip, gradient groups, configuration errors."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import dgl
 import pytest
@@ -14,6 +15,7 @@ from lipnorm.nn.gat import GATConv
 from lipnorm.nn.gt import GTConv
 from lipnorm.nn.models import (
     MODEL_NAMES,
+    OFFICIAL_MODELS,
     ClassicGAT,
     DeepGAT,
     DeepGT,
@@ -315,6 +317,7 @@ def test_attention_layers(model):
         ("feat_drop", 1.0, r"feat_drop must be in \[0, 1\) or None \(default\), got 1.0"),
         ("attn_drop", -0.5, r"attn_drop must be in \[0, 1\) or None \(default\), got -0.5"),
         ("pairnorm_mode", "BN", "unknown PairNorm mode 'BN'"),
+        ("recipe", "pyg", "unknown recipe 'pyg'; allowed: lipnorm, official"),
     ],
 )
 def test_invalid_config(setting, value, message):
@@ -352,3 +355,98 @@ def test_from_dict():
         ModelConfig.from_dict({**settings, "layers": 2, "dropout": 0.1})
     with pytest.raises(ValueError, match=r"missing model setting\(s\): in_feats, num_classes"):
         ModelConfig.from_dict({"model": "gat"})
+
+
+# --- the authors' recipe ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", OFFICIAL_MODELS)
+def test_official_recipe_shapes(model):
+    """Their DeepGAT: Linear(in -> D), first layer D -> H x D, later H*D -> H x D,
+    Linear(H*D -> classes)."""
+    net = build_model(config(model, heads=8, hidden=64, depth=3, recipe="official", variant="official"))
+    assert isinstance(net, DeepGAT) and net.recipe == "official"
+    assert (net.input_fc.in_features, net.input_fc.out_features) == (IN_FEATS, 64)
+    assert [layer.in_feats for layer in net.layers] == [64, 512, 512]
+    assert [tuple(layer.fc.weight.shape) for layer in net.layers] == [(512, 64), (512, 512), (512, 512)]
+    for layer in net.layers:
+        assert (layer.out_feats, layer.num_heads, layer.variant) == (64, 8, "official")
+        assert tuple(layer.attn_l.shape) == tuple(layer.attn_r.shape) == (1, 8, 64)
+        assert tuple(layer.bias.shape) == (512,) and layer.res_fc is None
+        assert (layer.feat_drop.p, layer.attn_drop.p) == (0.0, 0.3)
+    assert net.feat_drop == 0.6
+    assert (net.output_fc.in_features, net.output_fc.out_features) == (512, NUM_CLASSES)
+    assert (net.pairnorms is not None) == (model == "gat-pairnorm")
+    assert net(small_graph(), features()).shape == (NUM_NODES, NUM_CLASSES)
+
+
+def test_official_recipe_composition():
+    """Eval forward: input Linear, layers (ELU between, PairNorm after each), output Linear."""
+    net = seeded_model(config("gat-pairnorm", depth=3, recipe="official"), seed=0).eval()
+    graph, x = small_graph(), features()
+    h = net.input_fc(x)
+    for i, layer in enumerate(net.layers):
+        h = layer(graph, h).flatten(1)
+        if i < 2:
+            h = F.elu(h)
+        h = pair_norm(h)
+    torch.testing.assert_close(net(graph, x), net.output_fc(h), rtol=1e-5, atol=1e-6)
+
+
+def uniform_std(bound: float) -> float:
+    return bound / math.sqrt(3)
+
+
+def test_official_recipe_initialisation_is_pyg_glorot_and_torch_linear():
+    """Attention layers: PyG's glorot, uniform +-sqrt(6 / (size(-2) + size(-1))) on the
+    shapes PyG stores (lin.weight (H*D, in), att (1, H, D)); biases 0. Linears: torch's
+    default, uniform +-1/sqrt(fan_in)."""
+    in_feats, heads, hidden = 300, 8, 64
+    torch.manual_seed(0)
+    cfg = ModelConfig("gat-lip", in_feats, NUM_CLASSES, depth=2, heads=heads, hidden=hidden, recipe="official")
+    net = build_model(cfg)
+    for layer in net.layers:
+        fan_in = layer.fc.weight.shape[1]
+        for tensor, bound, tolerance in (
+            (layer.fc.weight, math.sqrt(6 / (heads * hidden + fan_in)), 0.03),  # >= 32768 values
+            (layer.attn_l, math.sqrt(6 / (heads + hidden)), 0.12),  # 512 values: std error ~2 %
+            (layer.attn_r, math.sqrt(6 / (heads + hidden)), 0.12),
+        ):
+            values = tensor.detach()
+            assert values.abs().max() <= bound
+            assert values.abs().max() > 0.95 * bound
+            assert values.std().item() == pytest.approx(uniform_std(bound), rel=tolerance)
+        assert torch.equal(layer.bias.detach(), torch.zeros(heads * hidden))
+    for linear in (net.input_fc, net.output_fc):
+        bound = 1 / math.sqrt(linear.in_features)
+        assert linear.weight.abs().max() <= bound and linear.bias.abs().max() <= bound
+        assert linear.weight.std().item() == pytest.approx(uniform_std(bound), rel=0.05)
+    # The default recipe keeps DGL's Xavier-normal (ReLU gain): std sqrt(2) times larger.
+    torch.manual_seed(0)
+    default = build_model(dataclasses.replace(cfg, recipe="lipnorm"))
+    fc = default.layers[1].fc.weight.detach()
+    assert fc.std().item() == pytest.approx(math.sqrt(2) * uniform_std(math.sqrt(6 / 1024)), rel=0.03)
+    assert fc.abs().max() > math.sqrt(6 / 1024)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"model": "gt-lip"}, "recipe 'official' builds the authors' DeepGAT, which has no model 'gt-lip'; allowed with it: gat, gat-lip, gat-pairnorm"),
+        ({"model": "gat-classic"}, "has no model 'gat-classic'"),
+        ({"model": "gat-lip-pairnorm"}, "has no model 'gat-lip-pairnorm'"),
+        ({"model": "gat", "residual": True}, "recipe 'official' has no residual connections"),
+    ],
+)
+def test_official_recipe_rejects_what_their_deepgat_lacks(settings, message):
+    with pytest.raises(ValueError, match=message):
+        build_model(config(recipe="official", **settings))
+    with pytest.raises(ValueError, match="unknown recipe 'pyg'; allowed: lipnorm, official"):
+        DeepGAT(IN_FEATS, NUM_CLASSES, recipe="pyg")
+
+
+def test_official_recipe_gradient_groups_and_config_round_trip():
+    net = build_model(config("gat-lip", depth=2, recipe="official"))
+    assert names_by_group(net)[(0, "input", "all")] == ["input_fc.weight", "input_fc.bias"]
+    assert sorted({layer for layer, *_ in gradient_groups(net)}) == [0, 1, 2, 3]
+    assert ModelConfig.from_dict(config("gat", recipe="official").to_dict()).recipe == "official"

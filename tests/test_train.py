@@ -375,7 +375,7 @@ def test_missing_features_mask_from_file_is_used(tmp_path):
 
 
 def test_a_crash_leaves_no_run_directory(tmp_path, monkeypatch):
-    def crash(self):
+    def crash(self, layer_stats=False):
         raise RuntimeError("simulated crash")
 
     monkeypatch.setattr(train.Trainer, "evaluate", crash)
@@ -403,6 +403,10 @@ BAD_SETTINGS = [
     ({"depth": "3"}, "depth must be an integer, got '3'"),
     ({"csbm": "nodes=ten"}, "csbm nodes='ten' is not a valid int"),
     ({"mask": "nowhere.npy"}, "mask file 'nowhere.npy' does not exist"),
+    ({"recipe": "pyg"}, "unknown recipe 'pyg'; allowed: lipnorm, official"),
+    ({"recipe": "official", "model": "gt-lip"}, "recipe 'official' builds the authors' DeepGAT, which has no model 'gt-lip'"),
+    ({"recipe": "official", "patience": 5}, "patience=5 applies to protocol 'best-val' only, not 'official'"),
+    ({"recipe": "official", "heads": 0}, "heads must be an integer >= 1, got 0"),
 ]
 
 
@@ -433,6 +437,17 @@ def test_cli_rejects_bad_settings_with_exit_code_2(tmp_path, capsys, flags, mess
     assert exit_info.value.code == 2
     assert f"lipnorm: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_cli_recipe_choices_are_the_library_recipes(tmp_path, capsys):
+    from lipnorm.nn.models import RECIPES
+
+    assert cli.RECIPES == RECIPES
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--recipe", "pyg", "--out", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    assert "error: argument --recipe: invalid choice: 'pyg' (choose from 'lipnorm', 'official')" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_config_file_settings_with_flags_overriding(tmp_path):
@@ -486,3 +501,97 @@ def test_classic_gat_on_cora_reaches_the_published_accuracy(tmp_path, cora_root)
     )
     summary = train.run(config, tmp_path / "run")
     assert summary["test_metric"] >= 0.78
+
+
+# --- recipes -------------------------------------------------------------------------
+
+
+def test_official_epochs_follow_the_authors_launcher():
+    depths = [1, 2, 4, 5, 7, 8, 10, 30]
+    assert [train.official_epochs(d) for d in depths] == [1000, 1000, 1000, 1500, 1500, 2500, 2500, 2500]
+    assert [TrainConfig(recipe="official", depth=d).resolved().epochs for d in (1, 4, 5, 7, 8, 30)] == [
+        1000, 1000, 1500, 1500, 2500, 2500
+    ]
+
+
+RECIPE_FIELDS = ("epochs", "lr", "weight_decay", "heads", "hidden", "protocol", "variant")
+
+
+def test_recipes_fill_the_unset_settings_and_explicit_ones_win():
+    def chosen(config):
+        return {name: getattr(config.resolved(), name) for name in RECIPE_FIELDS}
+
+    # lipnorm: the defaults these settings had before recipes existed.
+    assert chosen(TrainConfig()) == {
+        "epochs": 200, "lr": 0.005, "weight_decay": 5e-4, "heads": 8, "hidden": 8,
+        "protocol": "best-val", "variant": "paper",
+    }
+    assert chosen(TrainConfig(recipe="official", depth=6)) == {
+        "epochs": 1500, "lr": 0.01, "weight_decay": 5e-4, "heads": 8, "hidden": 64,
+        "protocol": "official", "variant": "official",
+    }
+    explicit = TrainConfig(recipe="official", depth=6, epochs=150, lr=0.005, hidden=8, protocol="best-val", patience=20)
+    assert chosen(explicit) == {
+        "epochs": 150, "lr": 0.005, "weight_decay": 5e-4, "heads": 8, "hidden": 8,
+        "protocol": "best-val", "variant": "official",
+    }
+    resolved = explicit.resolved()
+    assert resolved.resolved() == resolved and resolved.recipe == "official"
+    assert all(getattr(resolved, name) is not None for name in RECIPE_FIELDS)
+    assert TrainConfig.from_mapping({"recipe": "official", "weight-decay": 0}).resolved().weight_decay == 0.0
+
+
+def test_official_recipe_trains_with_adam_and_torchs_plateau_scheduler(tmp_path):
+    config = tiny(tmp_path, recipe="official", heads=None, hidden=None, epochs=None).resolved()
+    assert (config.heads, config.hidden, config.epochs) == (8, 64, 1000)
+    setup = train.prepare(config)
+    assert setup.model.recipe == "official" and setup.model_config.recipe == "official"
+    assert setup.model.input_fc.out_features == 64
+    assert {layer.variant for layer in setup.model.layers} == {"official"}
+    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    assert isinstance(trainer.optimizer, torch.optim.Adam)
+    assert trainer.optimizer.defaults["lr"] == 0.01 and trainer.optimizer.defaults["weight_decay"] == 5e-4
+    scheduler = trainer.scheduler
+    assert type(scheduler) is torch.optim.lr_scheduler.ReduceLROnPlateau
+    # Their ReduceLROnPlateau(optimizer): every setting at torch's default.
+    reference = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.Adam([torch.zeros(1, requires_grad=True)]))
+    for name in ("mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lrs", "eps"):
+        assert getattr(scheduler, name) == getattr(reference, name), name
+    assert train.Trainer(setup, 0.005, 5e-4, TrainConfig().resolved().protocol).scheduler is None
+
+
+def test_official_recipe_trains_on_the_stored_planetoid_features(cora_root):
+    base = dict(dataset="cora", depth=2, data_root=str(cora_root), mirror=mirror_folder())
+    official = TrainConfig(recipe="official", model="gat-lip", **base).resolved()
+    lipnorm = TrainConfig(model="gat-lip", **base).resolved()
+    assert official.raw_features and not lipnorm.raw_features
+    raw = train.prepare(official).features
+    normalised = train.prepare(lipnorm).features
+    assert set(raw.unique().tolist()) == {0.0, 1.0}
+    torch.testing.assert_close(normalised, raw / raw.sum(dim=1, keepdim=True), rtol=1e-6, atol=0)
+    assert not TrainConfig(recipe="official", dataset="csbm").raw_features
+
+
+def test_cli_official_recipe_on_cora_records_its_settings(tmp_path, cora_root):
+    out = tmp_path / "run"
+    code = cli.main([
+        "train", "--recipe", "official", "--epochs", "2", "--depth", "2", "--dataset", "cora",
+        "--model", "gat-lip", "--data-root", str(cora_root), "--mirror", mirror_folder(),
+        "--threads", "2", "--out", str(out),
+    ])
+    assert code == 0
+    summary, metrics, gradnorms, _ = read_run(out)
+    config = summary["config"]
+    assert {key: config[key] for key in ("recipe", "heads", "hidden", "lr", "weight_decay", "protocol", "variant", "epochs")} == {
+        "recipe": "official", "heads": 8, "hidden": 64, "lr": 0.01, "weight_decay": 5e-4,
+        "protocol": "official", "variant": "official", "epochs": 2,
+    }
+    assert (config["feat_drop"], config["attn_drop"]) == (0.6, 0.3)
+    assert summary["status"] == "ok" and summary["epochs_run"] == 2
+    assert summary["test_metric"] == metrics["test_metric"].iloc[-1]  # the last epoch's
+    assert metrics["lr"].tolist() == [0.01, 0.01]
+    # Their DeepGAT on Cora: Linear(1433, 64), layer 1 (64 -> 8 x 64), layer 2 (512 -> 8 x 64),
+    # each with attention vectors 2 x 512 and bias 512, Linear(512, 7).
+    assert summary["num_params"] == (1433 * 64 + 64) + (64 * 512 + 1024 + 512) + (512 * 512 + 1024 + 512) + (512 * 7 + 7)
+    assert "recipe official, features as stored (not row-normalised)" in (out / "train.log").read_text()
+    assert sorted(gradnorms["layer"].unique()) == [0, 1, 2, 3]

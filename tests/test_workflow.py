@@ -140,6 +140,9 @@ def test_schema_enums_are_the_library_names():
     axes = grid_props["grid"]["properties"]
     assert axes["datasets"]["items"]["enum"] == list(DATASETS)
     assert axes["models"]["items"]["enum"] == list(MODEL_NAMES)
+    from lipnorm.nn.models import RECIPES
+
+    assert grid_props["train"]["properties"]["recipe"]["enum"] == list(RECIPES)
 
 
 def test_schema_csbm_fields_are_the_csbm_parameters():
@@ -199,12 +202,23 @@ BAD_CONFIGS = {
         r"Additional properties are not allowed \('epoch' was unexpected\)",
         "['depth']['train']",
     ),
+    "unknown recipe": (
+        lambda c: c["experiments"]["depth"]["train"].update(recipe="pyg"),
+        r"'pyg' is not one of \['lipnorm', 'official'\]",
+        "['depth']['train']['recipe']",
+    ),
     "misspelt experiment": (
         lambda c: c["experiments"].update(detph=c["experiments"]["depth"]),
         r"Additional properties are not allowed \('detph' was unexpected\)",
         "['experiments']",
     ),
 }
+
+
+def test_official_recipe_with_fewer_epochs_is_a_valid_config():
+    from snakemake.utils import validate
+
+    validate(_smoke_with(lambda c: c["experiments"]["depth"]["train"].update(recipe="official", epochs=150)), str(SCHEMA))
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))

@@ -17,6 +17,18 @@ Protocols:
   epoch); `patience` stops training after that many epochs without a new best.
 - "official": as the authors' public code: `ReduceLROnPlateau` (factor 0.1, patience 10)
   stepped on the validation loss every epoch, and the test metric of the last epoch.
+
+Recipes (`TrainConfig.recipe`) supply the defaults of the settings left unset (None):
+- "lipnorm" (default): this project's settings, `LIPNORM_DEFAULTS`.
+- "official": what the authors' `train_deepgat_missing.py` runs (`OFFICIAL_DEFAULTS`,
+  `official_epochs`): their DeepGAT (`ModelConfig.recipe`), 8 heads x 64, LipschitzNorm
+  variant "official", Adam lr 0.01 with weight decay 5e-4, protocol "official", epochs by
+  depth as their launcher, and the planetoid datasets' features as stored (PyG's
+  `Planetoid` does not row-normalise them; DGL's loader does, see
+  `lipnorm.data.load_dataset(raw_features=...)`); other datasets are loaded as always,
+  their loaders not normalising.
+A setting given explicitly wins over the recipe's default, e.g. `epochs=150` for a
+reduced official run.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.nn.models import (
     MODEL_NAMES,
+    RECIPES,
     ModelConfig,
     attention_layers,
     build_model,
@@ -57,10 +70,45 @@ from lipnorm.nn.models import (
 PROTOCOLS = ("best-val", "official")
 NORM_EXTRAS = ("pairnorm",)
 # The settings a run passes on to `ModelConfig` unchanged.
-MODEL_SETTINGS = ("model", "depth", "heads", "hidden", "alpha", "variant", "feat_drop", "attn_drop")
+MODEL_SETTINGS = (
+    "model", "depth", "heads", "hidden", "alpha", "variant", "feat_drop", "attn_drop", "recipe"
+)
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
 PLATEAU_PATIENCE = 10
+
+# The recipe-dependent settings: None in a TrainConfig means "the recipe's default".
+LIPNORM_DEFAULTS = {
+    "epochs": 200, "lr": 0.005, "weight_decay": 5e-4, "heads": 8, "hidden": 8,
+    "protocol": "best-val", "variant": "paper",
+}
+# The authors' parser.py defaults (lr 0.01, weight decay 5e-4, 8 heads, hidden 64),
+# the scheduler and last-epoch test accuracy of train_deepgat_missing.py, the normaliser
+# of normalizations/lipschitznorm.py; epochs from `official_epochs`.
+OFFICIAL_DEFAULTS = {
+    "lr": 0.01, "weight_decay": 5e-4, "heads": 8, "hidden": 64,
+    "protocol": "official", "variant": "official",
+}
+
+
+def official_epochs(depth: int) -> int:
+    """Epochs of the authors' launcher (`launch_batch_xps.py`) for a network of `depth`
+    attention layers: it launches a (num_layers, nepoch) combination only if nepoch is
+    1000 for num_layers <= 4, 1500 for 4 < num_layers < 8 and 2500 for num_layers >= 8."""
+    if depth <= 4:
+        return 1000
+    if depth < 8:
+        return 1500
+    return 2500
+
+
+def recipe_defaults(recipe: str, depth: int) -> dict[str, Any]:
+    """The value each recipe-dependent setting takes when it is not given."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+    if recipe == "lipnorm":
+        return dict(LIPNORM_DEFAULTS)
+    return {"epochs": official_epochs(depth), **OFFICIAL_DEFAULTS}
 
 METRICS_COLUMNS = [
     "epoch", "train_loss", "train_metric", "val_loss", "val_metric", "test_metric", "lr", "seconds"
@@ -74,25 +122,30 @@ log = logging.getLogger("lipnorm.train")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Every setting of one run; `resolved()` gives the canonical, validated form."""
+    """Every setting of one run; `resolved()` gives the canonical, validated form.
+
+    The settings defaulting to None take their value from `recipe` (`recipe_defaults`;
+    dropouts: the architecture's, models.py), so that one given explicitly wins.
+    """
 
     dataset: str = "cora"
     model: str = "gat"
     norm_extra: str | None = None
+    recipe: str = "lipnorm"
     depth: int = 2
     alpha: float = 1.0
-    heads: int = 8
-    hidden: int = 8
-    feat_drop: float | None = None  # None: the architecture's default (models.py)
+    heads: int | None = None
+    hidden: int | None = None
+    feat_drop: float | None = None
     attn_drop: float | None = None
     missing_rate: float = 0.0
     seed: int = 0
-    epochs: int = 200
-    lr: float = 0.005
-    weight_decay: float = 5e-4
-    protocol: str = "best-val"
+    epochs: int | None = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    protocol: str | None = None
     patience: int | None = None
-    variant: str = "paper"
+    variant: str | None = None
     threads: int = 1
     grad_log_every: int = 1
     layer_stats: bool = True
@@ -118,8 +171,28 @@ class TrainConfig:
         shared = {name: getattr(self, name) for name in MODEL_SETTINGS}
         return ModelConfig(in_feats=in_feats, num_classes=num_classes, **shared)
 
+    def with_recipe_defaults(self) -> TrainConfig:
+        """A copy with every unset (None) recipe-dependent setting filled from `recipe`."""
+        _check_types(self)
+        defaults = recipe_defaults(self.recipe, self.depth)
+        return dataclasses.replace(
+            self, **{name: value for name, value in defaults.items() if getattr(self, name) is None}
+        )
+
+    @property
+    def raw_features(self) -> bool:
+        """Whether the run trains on the stored (not row-normalised) planetoid features:
+        the official recipe, on a dataset whose DGL loader normalises them."""
+        return self.recipe == "official" and self.dataset in data.PLANETOID
+
     def validate(self) -> None:
-        """Raise ValueError naming the first bad setting; touches no file but `mask`."""
+        """Raise ValueError naming the first bad setting; touches no file but `mask`.
+
+        The recipe's defaults are filled in first (on a copy), so unset settings are fine.
+        """
+        self.with_recipe_defaults()._validate_filled()
+
+    def _validate_filled(self) -> None:
         _check_types(self)
         if self.dataset not in data.DATASETS:
             raise ValueError(
@@ -161,15 +234,17 @@ class TrainConfig:
             data.csbm_params(self.csbm)  # raises on a bad spec
 
     def resolved(self) -> TrainConfig:
-        """Validated copy: `norm_extra` folded into `model`, whole floats as floats."""
-        self.validate()
-        model = self.model if self.norm_extra is None else _fold_norm_extra(self.model, self.norm_extra)
+        """Validated copy: the recipe's defaults filled in, `norm_extra` folded into
+        `model`, whole floats as floats."""
+        filled = self.with_recipe_defaults()
+        filled._validate_filled()
+        model = filled.model if filled.norm_extra is None else _fold_norm_extra(filled.model, filled.norm_extra)
         floats = {
-            field.name: float(getattr(self, field.name))
-            for field in dataclasses.fields(self)
-            if _allowed_types(field.name)[0] is float and getattr(self, field.name) is not None
+            field.name: float(getattr(filled, field.name))
+            for field in dataclasses.fields(filled)
+            if _allowed_types(field.name)[0] is float and getattr(filled, field.name) is not None
         }
-        return dataclasses.replace(self, model=model, norm_extra=None, **floats)
+        return dataclasses.replace(filled, model=model, norm_extra=None, **floats)
 
 
 def _fold_norm_extra(model: str, norm_extra: str) -> str:
@@ -301,7 +376,10 @@ def prepare(config: TrainConfig) -> Setup:
     dgl.utils.set_num_threads(config.threads)
     seed_everything(config.seed)
     csbm = None if config.csbm is None else data.csbm_params(config.csbm)
-    dataset = data.load_dataset(config.dataset, root=config.data_root, mirror=config.mirror, csbm=csbm)
+    dataset = data.load_dataset(
+        config.dataset, root=config.data_root, mirror=config.mirror, csbm=csbm,
+        raw_features=config.raw_features,
+    )
     if config.mask is not None:
         mask = data.load_mask(config.mask, dataset.num_nodes)
     else:
@@ -560,10 +638,11 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
         try:
             log.info(
                 "%s on %s (%d nodes, %d classes, metric %s), %d feature rows erased, "
-                "%d parameters, %d thread(s)",
+                "%d parameters, %d thread(s), recipe %s, features %s",
                 config.model, config.dataset, setup.features.shape[0],
                 setup.dataset.num_classes, setup.dataset.metric, setup.erased,
-                _num_params(setup.model), config.threads,
+                _num_params(setup.model), config.threads, config.recipe,
+                "as stored (not row-normalised)" if config.raw_features else "as loaded",
             )
             log.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
             history = _train_loop(config, trainer)

@@ -22,10 +22,12 @@ from lipnorm.data.masks import (
 from lipnorm.data.sources import MIRROR_ENV, SOURCES, UnpinnedChecksumWarning, prepared
 
 DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
+# The datasets whose DGL loader row-normalises the stored features (see `load_dataset`).
+PLANETOID = ("cora", "citeseer", "pubmed")
 DEFAULT_ROOT = "resources/datasets"
 
 __all__ = [
-    "DATASETS", "DEFAULT_ROOT", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
+    "DATASETS", "DEFAULT_ROOT", "PLANETOID", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
     "UnpinnedChecksumWarning", "apply_missing_features", "csbm_params", "describe_dataset",
     "fetch_dataset", "load_dataset", "load_mask", "mask_path", "missing_features_mask",
     "save_mask", "write_mask",
@@ -58,11 +60,24 @@ def load_dataset(
     mirror=None,
     verify: bool = True,
     csbm: "CSBMParams | dict | str | None" = None,
+    raw_features: bool = False,
 ) -> NodeDataset:
     """Fetch `name` if needed, verify its raw files, and load it as a NodeDataset.
 
     `csbm` (a CSBMParams, a dict or a `key=value,...` spec) parametrises "csbm" only.
+
+    `raw_features` applies to the planetoid datasets (`PLANETOID`) only: DGL's loader
+    row-normalises their features, and True returns the rows as stored in the files
+    (Cora, CiteSeer: binary bag-of-words; PubMed: TF-IDF), as PyG's `Planetoid` without
+    transforms gives them. The other datasets' loaders return their features as stored,
+    so there is nothing to undo and True is an error.
     """
+    if raw_features and _check_name(name) not in PLANETOID:
+        raise ValueError(
+            f"raw_features=True applies to the planetoid datasets ({', '.join(PLANETOID)}), "
+            f"whose DGL loader row-normalises the features; {name!r} is loaded with its "
+            "features as stored already"
+        )
     if _check_name(name) == "csbm":
         return generate_csbm(csbm_params(csbm))
     if csbm is not None:
@@ -71,8 +86,8 @@ def load_dataset(
 
     source = SOURCES[name]
     with prepared(source, root, mirror, verify) as folder:
-        if name in ("cora", "citeseer", "pubmed"):
-            return loaders.load_planetoid(name, folder.parent)
+        if name in PLANETOID:
+            return loaders.load_planetoid(name, folder.parent, raw_features=raw_features)
         if name == "coauthor-cs":
             return loaders.load_coauthor_cs(folder.parent)
         if name == "ppi":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,19 @@ COAUTHOR_TRAIN_PER_CLASS = 20
 COAUTHOR_VAL_PER_CLASS = 30
 
 
-def load_planetoid(name: str, raw_dir: Path) -> NodeDataset:
-    """cora, citeseer, pubmed with their public planetoid split."""
+def load_planetoid(name: str, raw_dir: Path, raw_features: bool = False) -> NodeDataset:
+    """cora, citeseer, pubmed with their public planetoid split.
+
+    DGL's `CitationGraphDataset` row-normalises the features (every non-empty row sums
+    to 1). `raw_features=True` gives the rows as stored in the planetoid files (Cora and
+    CiteSeer: binary bag-of-words; PubMed: TF-IDF), i.e. what PyG's `Planetoid` without
+    transforms returns, through the same DGL loading code (see
+    `_raw_feature_citation_dataset`): same nodes, order, labels, split and graph.
+    """
     from dgl.data import CitationGraphDataset
 
-    data = CitationGraphDataset(name, raw_dir=str(raw_dir), verbose=False)
+    dataset_class = _raw_feature_citation_dataset() if raw_features else CitationGraphDataset
+    data = dataset_class(name, raw_dir=str(raw_dir), verbose=False)
     graph = data[0]
     src, dst = graph.edges()
     masks = tuple(graph.ndata[f"{split}_mask"] for split in ("train", "val", "test"))
@@ -28,6 +37,57 @@ def load_planetoid(name: str, raw_dir: Path) -> NodeDataset:
         name, src, dst, graph.num_nodes(), graph.ndata["feat"], graph.ndata["label"],
         masks, data.num_classes, multilabel=False, metric="accuracy",
     )
+
+
+def _dense_rows(features):
+    """`dgl.data.citation_graph._preprocess_features` without its row normalisation."""
+    return np.asarray(features.todense())
+
+
+@functools.cache
+def _raw_feature_citation_dataset() -> type:
+    """DGL's `CitationGraphDataset` keeping the stored feature rows.
+
+    DGL builds the feature matrix in `process()` (the pickled scipy matrices `allx` and
+    `tx` stacked, test rows put in graph order, CiteSeer's missing test rows added as
+    zeros) and then calls the module function `_preprocess_features`, which row-normalises
+    and densifies. This subclass runs that same `process()` with `_preprocess_features`
+    replaced, for the duration of the call, by `_dense_rows` (densify only), so nothing
+    of the file parsing is re-implemented here. Its processed cache has its own name
+    (`<name>_dgl_graph_raw_features.bin`/`.pkl` beside DGL's), so the normalised cache is
+    never touched. The swap is of a module global, so it assumes no other thread is
+    processing a citation dataset at the same time (callers hold the dataset folder's
+    lock). If a DGL version stops calling `_preprocess_features`, processing fails rather
+    than silently returning normalised rows.
+    """
+    from dgl.data import CitationGraphDataset, citation_graph
+
+    class RawFeatureCitationGraphDataset(CitationGraphDataset):
+        @property
+        def save_name(self) -> str:
+            return f"{self.name}_dgl_graph_raw_features"
+
+        def process(self) -> None:
+            calls = []
+
+            def dense_rows(features):
+                calls.append(1)
+                return _dense_rows(features)
+
+            original = citation_graph._preprocess_features
+            citation_graph._preprocess_features = dense_rows
+            try:
+                super().process()
+            finally:
+                citation_graph._preprocess_features = original
+            if len(calls) != 1:
+                raise RuntimeError(
+                    f"dgl.data.citation_graph.process() called _preprocess_features {len(calls)} "
+                    "time(s), expected once: this DGL version builds the features differently, "
+                    "so the raw feature rows cannot be recovered through its loader"
+                )
+
+    return RawFeatureCitationGraphDataset
 
 
 def load_coauthor_cs(raw_dir: Path) -> NodeDataset:

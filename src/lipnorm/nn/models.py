@@ -11,6 +11,11 @@ as in DGL's Cora example: depth-1 hidden attention layers (8 heads x 8 features,
 and attention dropped out with p=0.6, ELU, heads concatenated), then one output attention
 layer with a single head producing the logits. depth=2 is the published architecture.
 
+With recipe="official" (`ModelConfig.recipe`), `DeepGAT` is instead the network of the
+authors' `models/deepgat.py` (see `DeepGAT`): Linear(in, D) (one head's width, not H*D),
+the first attention layer taking D inputs and the later ones H*D, PyG's Glorot
+initialisation of the attention layers.
+
 Layer numbering for gradient logging (`gradient_groups`, `attention_layers`):
 
 - deep models: 0 = input Linear (kind "input"), 1..L = attention layers ("attention"),
@@ -22,6 +27,7 @@ Layer numbering for gradient logging (`gradient_groups`, `attention_layers`):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -53,6 +59,10 @@ DEEP_NORMS = {
     "gt-lip": "lip",
 }
 NORMS = ("none", "lip", "pairnorm", "lip+pairnorm")
+# "lipnorm": this project's networks; "official": the authors' public DeepGAT (`DeepGAT`).
+RECIPES = ("lipnorm", "official")
+# The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
+OFFICIAL_MODELS = ("gat", "gat-lip", "gat-pairnorm")
 GROUPS = ("fc", "attn", "bias", "res", "norm", "all")
 
 
@@ -74,6 +84,7 @@ class ModelConfig:
     attn_drop: float | None = None
     pairnorm_mode: str | None = "PN"
     pairnorm_scale: float = 1.0
+    recipe: str = "lipnorm"
 
     @classmethod
     def from_dict(cls, settings: dict[str, Any]) -> ModelConfig:
@@ -123,7 +134,31 @@ class ModelConfig:
                 raise ValueError(f"{name} must be in [0, 1) or None (default), got {value!r}")
         if self.residual and _architecture(self.model) == "gt":
             raise ValueError(f"model {self.model!r}: {_NO_GT_RESIDUAL}")
+        _check_recipe(self.recipe, self.model, self.residual)
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
+
+
+def _check_recipe(recipe: str, model: str, residual: bool) -> None:
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+    if recipe == "official":
+        if model not in OFFICIAL_MODELS:
+            raise ValueError(
+                f"recipe 'official' builds the authors' DeepGAT, which has no model {model!r}; "
+                f"allowed with it: {', '.join(OFFICIAL_MODELS)}"
+            )
+        if residual:
+            raise ValueError("recipe 'official' has no residual connections (their DeepGAT has none); got residual=True")
+
+
+def pyg_glorot_(tensor: torch.Tensor) -> torch.Tensor:
+    """PyG's `glorot` (torch_geometric/nn/inits.py), in place: uniform on
+    ``[-b, b]``, ``b = sqrt(6 / (size(-2) + size(-1)))``, over the last two dimensions
+    of the tensor as it is stored. Not torch's `xavier_uniform_`, whose fans of a 3-d
+    tensor such as an ``(1, H, D)`` attention vector differ."""
+    bound = math.sqrt(6.0 / (tensor.size(-2) + tensor.size(-1)))
+    with torch.no_grad():
+        return tensor.uniform_(-bound, bound)
 
 
 def _architecture(model: str) -> str:
@@ -174,6 +209,7 @@ class _DeepAttentionNet(nn.Module):
         attn_drop: float | None = None,
         pairnorm_mode: str | None = "PN",
         pairnorm_scale: float = 1.0,
+        input_width: int | None = None,
     ):
         super().__init__()
         if norm not in NORMS:
@@ -181,11 +217,13 @@ class _DeepAttentionNet(nn.Module):
         parts = norm.split("+")
         default_feat, default_attn = _DEFAULT_DROPOUT[self.architecture]
         width = heads * hidden
+        # Output size of the input Linear = input size of the first attention layer.
+        input_width = width if input_width is None else input_width
         self.feat_drop = default_feat if feat_drop is None else feat_drop
-        self.input_fc = nn.Linear(in_feats, width)
+        self.input_fc = nn.Linear(in_feats, input_width)
         self.layers = nn.ModuleList(
             self._make_layer(
-                width,
+                input_width if i == 0 else width,
                 hidden,
                 heads,
                 residual,
@@ -194,7 +232,7 @@ class _DeepAttentionNet(nn.Module):
                 variant=variant,
                 attn_drop=default_attn if attn_drop is None else attn_drop,
             )
-            for _ in range(depth)
+            for i in range(depth)
         )
         self.pairnorms = (
             nn.ModuleList(PairNorm(pairnorm_mode, pairnorm_scale) for _ in range(depth))
@@ -233,9 +271,58 @@ class _DeepAttentionNet(nn.Module):
 
 
 class DeepGAT(_DeepAttentionNet):
-    """Deep GAT of the LipschitzNorm paper; `residual` adds DGL-style residual connections."""
+    """Deep GAT of the LipschitzNorm paper; `residual` adds DGL-style residual connections.
+
+    recipe="lipnorm" (default): the network of the module docstring, `Linear(in, H*D)`,
+    attention layers initialised as DGL's GATConv (Xavier-normal, ReLU gain).
+
+    recipe="official": the `DeepGAT` of the authors' public code
+    (github.com/gdasoulas/LipschitzNorm, `models/deepgat.py`), choice by choice:
+
+    - input `Linear(in, D)` (their `self.lin = nn.Linear(idim, hdim)`): D = `hidden`, the
+      width of one head, not H*D; the first attention layer takes D inputs
+      (`DeepGATConv(hdim, hdim, heads=heads)`), the later ones H*D
+      (`DeepGATConv(heads * hdim, hdim, heads=heads)`); output `Linear(H*D, classes)`
+      (`self.fc1 = nn.Linear(heads * hdim, odim)`). Both Linears keep PyTorch's default
+      initialisation, as theirs do.
+    - attention layers initialised as their `DeepGATConv.reset_parameters`: PyG's
+      `glorot` on the projection and both attention vectors, computed on the shapes PyG
+      stores (`lin_l.weight` ``(H*D, in)``, `att_l`/`att_r` ``(1, H, D)``), which are the
+      shapes of our `fc.weight`, `attn_l`, `attn_r`; biases zero (`zeros(self.bias)`);
+      the projection has no bias (`Linear(..., bias=False)`), as ours.
+    - heads concatenated in every layer, the last included (`concat=True` default; the
+      output Linear then maps H*D to the classes).
+    - feature dropout 0.6 on the input of every attention layer (`F.dropout(h, p=0.6)` at
+      the top of the loop; none before the input Linear or the output Linear), attention
+      dropout 0.3 on the softmaxed scores (`dropout=0.3`): the deep-GAT defaults here too.
+    - ELU after every attention layer but the last (`if i < self.num_layers - 1`), none
+      after the input Linear; PairNorm (gat-pairnorm) after every layer, after the ELU.
+    - no residual connections; LeakyReLU slope 0.2; self-loops removed then one added per
+      node (their `remove_self_loops` + `add_self_loops`; our graphs are built so).
+    - their forward returns `log_softmax` and the loss is `CrossEntropyLoss` on it; as
+      log_softmax of log-probabilities is the identity, that is the cross-entropy of the
+      logits this model returns, and the argmax is the same.
+    - models: their norm None ("gat"), "lipschitznorm" ("gat-lip", with the normaliser of
+      `GATConv(variant="official")`) and "pairnorm" ("gat-pairnorm", PairNorm "PN").
+    """
 
     architecture = "gat"
+
+    def __init__(self, in_feats: int, num_classes: int, *, recipe: str = "lipnorm", **options: Any):
+        if recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+        if recipe == "official":
+            if options.get("residual"):
+                _check_recipe(recipe, "gat", True)
+            options["input_width"] = options.get("hidden", 8)
+        super().__init__(in_feats, num_classes, **options)
+        self.recipe = recipe
+        if recipe == "official":
+            for layer in self.layers:
+                pyg_glorot_(layer.fc.weight)
+                pyg_glorot_(layer.attn_l)
+                pyg_glorot_(layer.attn_r)
+                nn.init.zeros_(layer.bias)
 
     def _make_layer(self, in_feats, out_feats, heads, residual, **options):
         return GATConv(in_feats, out_feats, heads, residual=residual, **options)
@@ -318,15 +405,11 @@ def build_model(cfg: ModelConfig) -> nn.Module:
     architecture = _architecture(cfg.model)
     if architecture == "classic":
         return ClassicGAT(cfg.in_feats, cfg.num_classes, **common)
-    deep_class = DeepGT if architecture == "gt" else DeepGAT
-    return deep_class(
-        cfg.in_feats,
-        cfg.num_classes,
-        norm=DEEP_NORMS[cfg.model],
-        pairnorm_mode=cfg.pairnorm_mode,
-        pairnorm_scale=cfg.pairnorm_scale,
-        **common,
-    )
+    deep = dict(norm=DEEP_NORMS[cfg.model], pairnorm_mode=cfg.pairnorm_mode, pairnorm_scale=cfg.pairnorm_scale)
+    if architecture == "gt":
+        return DeepGT(cfg.in_feats, cfg.num_classes, **deep, **common)
+    # validate() allows recipe="official" for the GAT models of OFFICIAL_MODELS only.
+    return DeepGAT(cfg.in_feats, cfg.num_classes, recipe=cfg.recipe, **deep, **common)
 
 
 def _numbered_layers(model: nn.Module) -> list[NumberedLayer]:
