@@ -1,8 +1,10 @@
 """Synthetic run directories, written exactly as docs/architecture.md documents the
 output of `lipnorm train`, for the aggregation, table and figure tests.
 
-Every writer returns the records it wrote (settings, status, test metric and the
-gradient norms) so that the tests can compute the expected numbers independently.
+Every writer returns the records it wrote (settings, status, test and final training
+metric; the gradient norms and layer statistics are functions of the settings,
+`attention_grad_norm` and `layer_stat`) so that the tests can compute the expected
+numbers independently.
 """
 
 from __future__ import annotations
@@ -44,8 +46,46 @@ def attention_grad_norm(model: str, layer: int, epoch: int) -> float:
     return float((1.0 + 0.1 * epoch) * decay ** (-layer))
 
 
+LAYER_METRICS = (
+    "dirichlet_energy", "mean_average_distance", "rayleigh_quotient", "attention_entropy",
+    "output_norm",
+)
+OVERSMOOTHED_FROM = 5  # plain GAT's Dirichlet energy is exactly 0 from this layer on
+
+
+def layer_stat(metric: str, *, model: str, layer: int, epoch: int, seed: int,
+               feat_drop: float = 0.0, alpha: float = 1.0, **_) -> float:
+    """The `layerstats.parquet` value of attention layer `layer` (1-based): every metric
+    differs between seeds, epochs, dropouts and α; plain GAT's energy and MAD decay by
+    10 per layer (its energy is exactly 0 from layer OVERSMOOTHED_FROM on: log axes
+    must cope), the other models' by 2^(1/8). Extra keyword arguments are ignored, so
+    a run's record can be passed as `**record`."""
+    scale = (1.0 + 0.5 * seed) * (1.0 + feat_drop) * alpha ** 0.25
+    decay = 10.0 if model == "gat" else 2.0 ** (1 / 8)
+    if metric == "dirichlet_energy":
+        if model == "gat" and layer >= OVERSMOOTHED_FROM:
+            return 0.0
+        return float(scale * (1.0 + 0.1 * epoch) * decay ** -layer)
+    if metric == "mean_average_distance":
+        return float(0.5 * scale * decay ** -layer / (1.0 + epoch))
+    if metric == "rayleigh_quotient":
+        return float(2.0 * scale * decay ** (-layer / 2))
+    if metric == "attention_entropy":  # within [0, 1]; plain GAT's saturates faster
+        sharpening = 0.3 if model == "gat" else 0.1
+        return float(1.0 / (1.0 + sharpening * layer * scale + 0.05 * epoch))
+    if metric == "output_norm":
+        return float(scale * (layer + epoch + 1))
+    raise ValueError(f"unknown layer metric {metric!r}")
+
+
+def final_train_metric(test_metric: float) -> float:
+    """The training metric of a run's last epoch (its summary's `final.train`)."""
+    return round(min(1.0, 0.2 + test_metric), 4)
+
+
 def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", **settings) -> dict:
-    """Write one finished run directory; returns its record."""
+    """Write one finished run directory; returns its record. A diverged run has layer
+    statistics of the epochs before the one it diverged at only (as `lipnorm train`)."""
     config = {**BASE_CONFIG, **settings}
     rng = np.random.default_rng(zlib.crc32(str(run_dir).encode()))
     run_dir.mkdir(parents=True)
@@ -89,7 +129,15 @@ def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", **settin
         columns=["epoch", "layer", "output_norm"],
     ).to_parquet(run_dir / "outnorms.parquet", index=False)
 
-    scores = {"epoch": epochs - 1, "train": 0.9, "val": 0.8, "test": test_metric}
+    stats_epochs = range(epochs if diverged_epoch is None else diverged_epoch)
+    pd.DataFrame(
+        [(e, layer, metric, layer_stat(metric, layer=layer, epoch=e, **config))
+         for e in stats_epochs for layer in range(1, depth + 1) for metric in LAYER_METRICS],
+        columns=["epoch", "layer", "metric", "value"],
+    ).to_parquet(run_dir / "layerstats.parquet", index=False)
+
+    final_train = final_train_metric(test_metric)
+    scores = {"epoch": epochs - 1, "train": final_train, "val": 0.8, "test": test_metric}
     summary = {
         "config": config,
         "status": status,
@@ -109,7 +157,8 @@ def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", **settin
         "threads": 1,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    return {**config, "status": status, "test_metric": test_metric, "run_dir": str(run_dir)}
+    return {**config, "status": status, "test_metric": test_metric, "final_train": final_train,
+            "run_dir": str(run_dir)}
 
 
 def write_grid(root: Path, grid: dict[str, list], *, diverged=(), single_seed=(), seeds=(0, 1, 2),
@@ -135,4 +184,23 @@ def write_grid(root: Path, grid: dict[str, list], *, diverged=(), single_seed=()
                     **settings,
                 )
             )
+    return records
+
+
+DIAGNOSE_GRID = {"model": ["gat", "gat-lip"], "depth": [2, 6], "feat_drop": [0.6, 0.0]}
+DIAGNOSE_DIVERGED = ("gat", 6, 0.6, 1)  # the grid values, then the seed
+DIAGNOSE_ALPHAS = [4.0, 16.0]  # GAT-Lip at depth 6, feature dropout 0
+OFFICIAL = {"model": "gat-lip", "depth": 6, "feat_drop": 0.6, "heads": 8, "hidden": 64,
+            "epochs": 2, "recipe": "official"}
+
+
+def write_diagnose(root: Path) -> list[dict]:
+    """A small diagnose experiment: the grid DIAGNOSE_GRID × seeds 0, 1 (one seed of
+    DIAGNOSE_DIVERGED diverged), GAT-Lip at α DIAGNOSE_ALPHAS, and one run (seed 0) of
+    the authors' recipe OFFICIAL; every run but that one has recipe "lipnorm"."""
+    records = write_grid(root / "grid", DIAGNOSE_GRID, diverged={DIAGNOSE_DIVERGED},
+                         seeds=(0, 1), recipe="lipnorm")
+    records += write_grid(root / "alpha", {"alpha": DIAGNOSE_ALPHAS}, seeds=(0, 1),
+                          model="gat-lip", depth=6, feat_drop=0.0, recipe="lipnorm")
+    records.append(write_run(root / "official", test_metric=0.75, **OFFICIAL))
     return records

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_runs import BASE_CONFIG, write_grid, write_run
+from synthetic_runs import BASE_CONFIG, LAYER_METRICS, layer_stat, write_grid, write_run
 
 from lipnorm.aggregate import (
     AGGREGATE_TABLES,
@@ -87,6 +87,22 @@ def test_per_epoch_tables_carry_each_runs_settings(records, tables):
     assert {"lr", "epoch_lr", "train_loss", "val_metric"} <= set(tables["epochs"].columns)
     assert {"epoch", "layer", "kind", "group", "grad_norm"} <= set(tables["gradnorms"].columns)
     assert {"epoch", "layer", "output_norm"} <= set(tables["outnorms"].columns)
+
+
+def test_layerstats_table_holds_each_runs_diagnostics_with_its_settings(records, tables):
+    frame = tables["layerstats"]
+    assert {"epoch", "layer", "metric", "value"} <= set(frame.columns)
+    for record in records:
+        rows = frame[frame["run_dir"] == record["run_dir"]]
+        # A diverged run has no statistics of the epoch it diverged at (the last here).
+        logged = BASE_CONFIG["epochs"] - (record["status"] == "diverged")
+        assert len(rows) == logged * BASE_CONFIG["depth"] * len(LAYER_METRICS)
+        for key in (*BASE_CONFIG, "status"):
+            assert (rows[key] == record[key]).all(), key
+        keys = rows[["epoch", "layer", "metric"]].itertuples(index=False)
+        expected = [layer_stat(metric, layer=layer, epoch=epoch, **record)
+                    for epoch, layer, metric in keys]
+        assert rows["value"].tolist() == pytest.approx(expected)
 
 
 def test_write_aggregate_writes_parquet_and_csv_that_agree(records, tmp_path):

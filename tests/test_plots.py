@@ -3,6 +3,7 @@ their matplotlib objects (panels, labels, legends, scales, plotted values)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -10,7 +11,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.colors import LogNorm, to_hex
-from synthetic_runs import BASE_CONFIG, attention_grad_norm, write_grid
+from synthetic_runs import (
+    BASE_CONFIG,
+    DIAGNOSE_ALPHAS,
+    OFFICIAL,
+    attention_grad_norm,
+    layer_stat,
+    write_diagnose,
+    write_grid,
+)
 
 from lipnorm import plots
 from lipnorm.aggregate import EXPERIMENTS, aggregate_runs
@@ -199,6 +208,186 @@ def test_epoch_time_vs_edges_plots_csbm_medians_per_implementation_and_marks_ski
     assert not fig.axes[3].lines
     assert legend_texts(fig) == ["gat", "gat-lip", "gt"]
     plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def diagnose_runs(tmp_path_factory):
+    records = write_diagnose(tmp_path_factory.mktemp("diagnose"))
+    return records, aggregate_runs([r["run_dir"] for r in records])
+
+
+METRICS = list(plots.LAYER_METRICS)
+METRIC_LABELS = ["Dirichlet energy", "MAD", "Rayleigh quotient", "Attention entropy", "Output norm"]
+LAST_EPOCH = BASE_CONFIG["epochs"] - 1
+
+
+def seed_mean(metric, values):
+    """The band's centre: the geometric mean of the floored values on a log axis
+    (seaborn averages in the axis' space), the plain mean for the entropy."""
+    values = np.asarray(values, dtype=float)
+    if metric == "attention_entropy":
+        return values.mean()
+    return np.exp(np.log(np.maximum(values, plots.NORM_FLOOR)).mean())
+
+
+def styled_line(ax, colour, linestyle):
+    (line,) = [l for l in ax.lines
+               if to_hex(l.get_color()) == colour and l.get_linestyle() == linestyle]
+    return line
+
+
+def grid_records(records, **equal):
+    """The runs of the diagnose grid (this pipeline's recipe, α = 1) matching `equal`."""
+    return [r for r in records if r.get("recipe") == "lipnorm" and r["alpha"] == 1
+            and all(r[k] == v for k, v in equal.items())]
+
+
+def check_model_dropout_panels(fig, records, x):
+    """Layout and plotted means of layerstats_by_layer (x "layer") or _by_epoch (x "epoch")."""
+    axes = np.array(fig.axes).reshape(len(METRICS), 2)  # rows: metrics; columns: depths 2, 6
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == METRIC_LABELS
+    assert all(ax.get_ylabel() == "" for ax in axes[:, 1])
+    assert [ax.get_xlabel() for ax in axes[-1]] == ["Layer" if x == "layer" else "Epoch"] * 2
+    assert all(ax.get_xlabel() == "" for ax in axes[:-1].flat)
+    for row, metric in zip(axes, METRICS):
+        for ax in row:
+            assert ax.get_yscale() == ("linear" if metric == "attention_entropy" else "log")
+        if metric == "attention_entropy":
+            assert row[0].get_ylim() == (0.0, 1.0)
+    assert legend_texts(fig) == ["GAT", "GAT-Lip", "dropout 0.6", "dropout 0"]
+    # GAT at depth 6 with dropout 0.6 has a diverged seed: not drawn but named.
+    assert fig._supxlabel.get_text() == "Not drawn, a seed diverged: L=6 GAT, dropout 0.6 (1/2)"
+    for j, depth in enumerate((2, 6)):
+        drawn = [(m, fd) for m in ("gat", "gat-lip") for fd in (0.6, 0.0)
+                 if (m, depth, fd) != ("gat", 6, 0.6)]
+        for i, metric in enumerate(METRICS):
+            ax = axes[i, j]
+            assert len(ax.lines) == len(drawn)
+            for model, fd in drawn:
+                line = styled_line(ax, PALETTE[model], "-" if fd == 0.6 else "--")
+                seeds = grid_records(records, model=model, depth=depth, feat_drop=fd)
+                assert len(seeds) == 2
+                xs = list(range(1, depth + 1)) if x == "layer" else list(range(BASE_CONFIG["epochs"]))
+                expected = [
+                    seed_mean(metric, [
+                        layer_stat(metric, **{**r, "layer": xv if x == "layer" else depth,
+                                              "epoch": LAST_EPOCH if x == "layer" else xv})
+                        for r in seeds])
+                    for xv in xs
+                ]
+                assert list(line.get_xdata()) == xs
+                assert line.get_ydata() == pytest.approx(expected, rel=1e-9)
+
+
+def test_layerstats_by_layer_draws_seed_means_per_model_dropout_and_depth(diagnose_runs):
+    records, tables = diagnose_runs
+    fig = plots.layerstats_by_layer(tables["runs"], tables["layerstats"])
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["2 layers", "6 layers"]
+    assert all(ax.get_title() == "" for ax in fig.axes[2:])
+    check_model_dropout_panels(fig, records, "layer")
+    plt.close(fig)
+
+
+def test_layerstats_by_layer_floors_zero_energies_on_the_log_axis(diagnose_runs):
+    _, tables = diagnose_runs
+    fig = plots.layerstats_by_layer(tables["runs"], tables["layerstats"])
+    energy_6 = fig.axes[1]  # Dirichlet energy, depth 6
+    gat = styled_line(energy_6, PALETTE["gat"], "--")
+    # The synthetic GAT energy is exactly 0 from layer 5 on: drawn at the floor.
+    assert gat.get_ydata()[4:] == pytest.approx([plots.NORM_FLOOR] * 2, rel=1e-9)
+    assert np.isfinite(gat.get_ydata()).all() and energy_6.get_ylim()[0] > 0
+    plt.close(fig)
+
+
+def test_layerstats_by_epoch_draws_the_last_layer_over_epochs(diagnose_runs):
+    records, tables = diagnose_runs
+    fig = plots.layerstats_by_epoch(tables["runs"], tables["layerstats"])
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["Layer 2 of 2", "Layer 6 of 6"]
+    check_model_dropout_panels(fig, records, "epoch")
+    plt.close(fig)
+
+
+def test_layerstats_figures_treat_a_missing_recipe_column_as_this_pipelines(diagnose_runs):
+    records, tables = diagnose_runs
+    runs = tables["runs"]
+    older = runs.loc[runs["recipe"] == "lipnorm"].drop(columns="recipe")
+    fig = plots.layerstats_by_layer(older, tables["layerstats"])
+    check_model_dropout_panels(fig, records, "layer")
+    plt.close(fig)
+
+
+def test_alpha_layerstats_draws_each_alpha_and_the_authors_recipe(diagnose_runs):
+    records, tables = diagnose_runs
+    fig = plots.alpha_layerstats(tables["runs"], tables["layerstats"])
+    assert len(fig.axes) == len(METRICS)  # one depth (6) in the α study
+    assert [ax.get_title() for ax in fig.axes] == METRIC_LABELS
+    assert [ax.get_ylabel() for ax in fig.axes] == ["GAT-Lip, L=6\n(dropout 0)"] + [""] * 4
+    assert all(ax.get_xlabel() == "Layer" for ax in fig.axes)
+    alphas = [1.0, *DIAGNOSE_ALPHAS]
+    colours = plots.alpha_colours(alphas)
+    assert len(set(colours.values())) == 3 and plots.RECIPE_COLOUR not in colours.values()
+    assert legend_texts(fig) == [
+        "$\\alpha$ = 1", "$\\alpha$ = 4", "$\\alpha$ = 16",
+        "GAT-Lip, authors' recipe (8×64, dropout 0.6, 2 epochs)",
+    ]
+    official = [r for r in records if r.get("recipe") == "official"]
+    for ax, metric in zip(fig.axes, METRICS):
+        assert len(ax.lines) == 4
+        for alpha in alphas:
+            seeds = [r for r in records if r.get("recipe") == "lipnorm" and r["model"] == "gat-lip"
+                     and r["depth"] == 6 and r["feat_drop"] == 0.0 and r["alpha"] == alpha]
+            assert len(seeds) == 2
+            expected = [
+                seed_mean(metric, [layer_stat(metric, **{**r, "layer": layer, "epoch": LAST_EPOCH})
+                                   for r in seeds])
+                for layer in range(1, 7)
+            ]
+            assert styled_line(ax, colours[alpha], "-").get_ydata() == pytest.approx(expected, rel=1e-9)
+        # The authors' recipe ran OFFICIAL["epochs"] epochs: its last is epoch 1.
+        (theirs,) = official
+        expected = [seed_mean(metric, [layer_stat(metric, **{**theirs, "layer": layer,
+                                                             "epoch": OFFICIAL["epochs"] - 1})])
+                    for layer in range(1, 7)]
+        line = styled_line(ax, plots.RECIPE_COLOUR, "-.")
+        assert line.get_ydata() == pytest.approx(expected, rel=1e-9)
+    plt.close(fig)
+
+
+def test_alpha_layerstats_needs_an_alpha_study(diagnose_runs):
+    _, tables = diagnose_runs
+    runs = tables["runs"]
+    with pytest.raises(ValueError, match="no runs of this pipeline's recipe with alpha != 1"):
+        plots.alpha_layerstats(runs.loc[runs["alpha"] == 1], tables["layerstats"])
+
+
+def test_layerstats_figures_name_finished_runs_without_statistics(diagnose_runs):
+    records, tables = diagnose_runs
+    stats = tables["layerstats"]
+    lost = records[0]["run_dir"]
+    message = f"no layer statistics (layerstats) for runs ['{lost}']"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plots.layerstats_by_layer(tables["runs"], stats.loc[stats["run_dir"] != lost])
+
+
+@pytest.mark.slow
+def test_write_figures_of_diagnose_writes_every_stem_and_needs_layerstats(diagnose_runs, tmp_path):
+    _, tables = diagnose_runs
+    agg = tmp_path / "aggregate"
+    agg.mkdir()
+    tables["runs"].to_parquet(agg / "runs.parquet")
+    with pytest.raises(ValueError,
+                       match="layerstats.parquet does not exist; `lipnorm aggregate --out-dir"):
+        plots.write_figures("diagnose", agg, tmp_path / "figures")
+    tables["layerstats"].to_parquet(agg / "layerstats.parquet")
+    written = plots.write_figures("diagnose", agg, tmp_path / "figures")
+    assert [p.name for p in written] == [
+        f"{s}.{ext}" for s in ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"]
+        for ext in ("pdf", "png")]
+    assert FIGURES["diagnose"] == ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"]
+    for path in written:
+        magic = b"%PDF-" if path.suffix == ".pdf" else b"\x89PNG\r\n\x1a\n"
+        assert path.read_bytes()[:len(magic)] == magic
+    assert plt.get_fignums() == []
 
 
 def test_every_stem_has_a_report_caption_and_stems_are_unique():

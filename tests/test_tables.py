@@ -3,15 +3,22 @@ statistics computed here with numpy from the values the runs were written with."
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
-from synthetic_runs import write_grid
+from synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid
 
-from lipnorm.aggregate import aggregate_runs, write_aggregate
-from lipnorm.tables import TABLES, classic_table, missing_features_table, write_tables
+from lipnorm.aggregate import aggregate_runs, load_table, write_aggregate
+from lipnorm.tables import (
+    TABLES,
+    classic_table,
+    diagnose_table,
+    missing_features_table,
+    write_tables,
+)
 
 MODELS = {"gat": "GAT", "gat-lip": "GAT-Lip", "gt": "GT", "gt-lip": "GT-Lip"}
 DATASETS = {"cora": "Cora", "citeseer": "CiteSeer", "csbm": "CSBM"}
@@ -224,11 +231,11 @@ def test_experiments_without_tables_write_nothing_and_unknown_ones_fail(tmp_path
         write_tables("depth", tmp_path / "absent", tmp_path / "out")
 
 
-def test_tables_compile_with_pdflatex(depth, tmp_path):
+def test_tables_compile_with_pdflatex(depth, diagnose, tmp_path):
     if shutil.which("pdflatex") is None:
         pytest.fail("pdflatex is missing: run scripts/install-system-deps.sh "
                     "(Debian: texlive-latex-base texlive-latex-recommended)")
-    _, written = depth
+    written = depth[1] + [diagnose[2]]  # the diagnose table's row labels are LaTeX
     inputs = "\n".join(f"\\input{{{p}}}\\par" for p in written)
     document = tmp_path / "doc.tex"
     document.write_text(
@@ -241,3 +248,127 @@ def test_tables_compile_with_pdflatex(depth, tmp_path):
     )
     assert result.returncode == 0, result.stdout[-2000:]
     assert (tmp_path / "doc.pdf").stat().st_size > 0
+
+
+# --- diagnose -----------------------------------------------------------------------
+
+DIAGNOSE_HEAD = [
+    ["", "", "", "\\multicolumn{2}{c}{Accuracy (\\%)}", "\\multicolumn{3}{c}{Last layer, last epoch}",
+     "Gradients, first epoch"],
+    ["", "", "", "Test (best val.)", "Train (last epoch)", "Dirichlet energy", "MAD",
+     "Attention entropy", "Max/min layer norm"],
+    ["Layers", "Model", "Feature dropout", "", "", "", "", "", ""],
+]
+DIAGNOSE_METRICS = ("dirichlet_energy", "mean_average_distance", "attention_entropy")
+SCIENTIFIC = re.compile(r"^\$(-?\d\.\d) \\times 10\^\{(-?\d+)\}\$$")
+
+
+def number_of(text: str) -> float:
+    """The value a diagnostic cell prints (plain or `$m \\times 10^{e}$`)."""
+    match = SCIENTIFIC.match(text)
+    return float(match[1]) * 10.0 ** int(match[2]) if match else float(text)
+
+
+def assert_number_cell(text: str, expected: float) -> None:
+    """Scientific notation (2 significant digits) below 0.01 or from 1000 on, else 3
+    significant digits; 0 prints as 0."""
+    if expected == 0:
+        assert text == "0"
+        return
+    scientific = not 0.01 <= abs(expected) < 1000
+    assert bool(SCIENTIFIC.match(text)) == scientific, text
+    assert number_of(text) == pytest.approx(expected, rel=0.05 if scientific else 5e-3), text
+
+
+@pytest.fixture(scope="module")
+def diagnose(tmp_path_factory):
+    records = write_diagnose(tmp_path_factory.mktemp("diagnose_runs"))
+    agg = aggregate(records, tmp_path_factory, "diagnose_agg")
+    (path,) = write_tables("diagnose", agg, tmp_path_factory.mktemp("diagnose_tables"))
+    return records, agg, path
+
+
+def expected_diagnose_rows(records):
+    """(label, dropout, runs, in the grid) per body row, in the table's order."""
+    rows = []
+    for depth in (2, 6):
+        for model, name in (("gat", "GAT"), ("gat-lip", "GAT-Lip")):
+            for fd in (0.6, 0.0):
+                runs = [r for r in records if r.get("recipe") == "lipnorm" and r["alpha"] == 1
+                        and (r["model"], r["depth"], r["feat_drop"]) == (model, depth, fd)]
+                rows.append((str(depth), name, f"{fd:g}", runs, True))
+        if depth == 6:
+            for alpha in DIAGNOSE_ALPHAS:
+                runs = [r for r in records if r["alpha"] == alpha]
+                rows.append(("6", f"GAT-Lip, $\\alpha={alpha:g}$", "0", runs, False))
+            runs = [r for r in records if r.get("recipe") == "official"]
+            rows.append(("6", "GAT-Lip (authors' recipe, 8$\\times$64, 2 epochs)", "0.6", runs, False))
+    return rows
+
+
+def test_diagnose_table_cells_equal_the_synthetic_records(diagnose):
+    records, _, path = diagnose
+    head, body = parse_tabular(path.read_text())
+    assert head == DIAGNOSE_HEAD
+    expected = expected_diagnose_rows(records)
+    assert [row[:3] for row in body] == [list(e[:3]) for e in expected]
+    for row, (depth, _, _, runs, _) in zip(body, expected):
+        diverged = sum(r["status"] == "diverged" for r in runs)
+        assert unbold(row[3])[0] == cell([r["test_metric"] for r in runs], diverged)
+        assert row[4] == cell([r["final_train"] for r in runs], diverged)
+        if diverged:
+            assert row[5:] == ["--"] * 4
+            continue
+        depth = int(depth)
+        for text, metric in zip(row[5:8], DIAGNOSE_METRICS):
+            # The last layer at each run's last epoch (the authors' recipe ran 2 epochs).
+            values = [layer_stat(metric, **{**r, "layer": depth, "epoch": r["epochs"] - 1})
+                      for r in runs]
+            assert_number_cell(text, float(np.mean(values)))
+        # Synthetic gradient norms: attention layer l has c(epoch) * decay**-l.
+        decay = 10.0 if runs[0]["model"] == "gat" else 2.0 ** (1 / 8)
+        assert_number_cell(row[8], decay ** (depth - 1))
+    by_label = {tuple(r[:3]): r for r in body}
+    assert by_label[("6", "GAT", "0")][5] == "0"  # an energy of exactly 0
+    assert by_label[("6", "GAT", "0")][8] == "$1.0 \\times 10^{5}$"
+    assert by_label[("6", "GAT", "0.6")][3] == "diverged (1/2)"
+
+
+def test_diagnose_table_bolds_the_best_grid_accuracy_per_depth(diagnose):
+    records, _, path = diagnose
+    _, body = parse_tabular(path.read_text())
+    expected = expected_diagnose_rows(records)
+    means = [np.nan if any(r["status"] == "diverged" for r in runs) or not grid
+             else np.mean([r["test_metric"] for r in runs]) for *_, runs, grid in expected]
+    bold = [unbold(row[3])[1] for row in body]
+    for depth in ("2", "6"):
+        here = [i for i, e in enumerate(expected) if e[0] == depth]
+        best = np.nanmax([means[i] for i in here])
+        assert [bold[i] for i in here] == [means[i] == best for i in here]
+    assert sum(bold) == 2
+    assert not any(unbold(c)[1] for row in body for c in row[4:])  # accuracy of the test only
+
+
+def test_diagnose_table_without_a_recipe_column_treats_every_run_as_this_pipelines(diagnose):
+    records, agg, _ = diagnose
+    runs, stats, grads = (load_table(agg, name) for name in ("runs", "layerstats", "gradnorms"))
+    older = runs.loc[runs["recipe"] == "lipnorm"].drop(columns="recipe")
+    text, _ = diagnose_table(older, stats, grads)
+    labels = [(str(d), m, f"{fd:g}") for d, m, fd in text.index]
+    assert labels == [tuple(e[:3]) for e in expected_diagnose_rows(records)[:-1]]
+
+
+def test_diagnose_table_needs_layerstats_and_names_runs_without_them(diagnose, tmp_path):
+    records, agg, _ = diagnose
+    partial = tmp_path / "aggregate"
+    partial.mkdir()
+    for name in ("runs", "gradnorms"):
+        shutil.copyfile(agg / f"{name}.parquet", partial / f"{name}.parquet")
+    with pytest.raises(ValueError,
+                       match="layerstats.parquet does not exist; `lipnorm aggregate --out-dir"):
+        write_tables("diagnose", partial, tmp_path / "out")
+    stats = load_table(agg, "layerstats")
+    lost = records[0]["run_dir"]
+    with pytest.raises(ValueError, match=re.escape(f"last layer for runs ['{lost}']")):
+        diagnose_table(load_table(agg, "runs"), stats.loc[stats["run_dir"] != lost],
+                       load_table(agg, "gradnorms"))

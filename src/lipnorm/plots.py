@@ -4,13 +4,15 @@ Sized for a two-column paper (one column is COLUMN_WIDTH inches, fonts 7-8 pt); 
 colour per model in every figure (PALETTE). Bands are mean ± sample std over seeds
 (seaborn's `errorbar="sd"`); on a log axis seaborn takes them in log space, i.e.
 geometric mean and std. A setting in which any seed diverged is not drawn as a point
-(its mean would average only the survivors) but as a × on the panel's lower edge.
+(its mean would average only the survivors) but as a × on the panel's lower edge
+(in the layer-statistics figures, which have no setting axis, it is named in a footnote).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -23,7 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.colors import LogNorm, to_hex  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
@@ -45,6 +47,7 @@ FIGURES: dict[str, list[str]] = {
     "transformer": ["transformer_accuracy"],
     "lipschitz": ["lipschitz_probe"],
     "classic": [],
+    "diagnose": ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"],
 }
 
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
@@ -90,23 +93,27 @@ def _styled(plot: Callable[..., Figure]) -> Callable[..., Figure]:
     return wrapper
 
 
-def _figure(nrows: int, ncols: int) -> tuple[Figure, np.ndarray]:
+def _figure(nrows: int, ncols: int, **subplots) -> tuple[Figure, np.ndarray]:
     width = COLUMN_WIDTH if ncols <= 2 else TEXT_WIDTH
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(width, PANEL_HEIGHT * nrows + 0.4), squeeze=False,
-        layout="constrained",
+        layout="constrained", **subplots,
     )
     return fig, axes
 
 
-def _legend(fig: Figure, models: list[str], diverged: bool) -> None:
-    """One legend for the figure, naming the models as the paper does."""
-    handles = [Line2D([], [], color=PALETTE[m], marker="o") for m in models]
+def _legend(fig: Figure, models: list[str], diverged: bool, marker: str | None = "o",
+            extra: tuple[tuple[Line2D, str], ...] = (), ncols: int = 4) -> None:
+    """One legend for the figure, naming the models as the paper does (then the
+    `extra` handles, e.g. line styles)."""
+    handles = [Line2D([], [], color=PALETTE[m], marker=marker) for m in models]
     labels = [label("model", m) for m in models]
     if diverged:
         handles.append(Line2D([], [], color="black", marker="x", linestyle="none"))
         labels.append("diverged")
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 4),
+    handles += [handle for handle, _ in extra]
+    labels += [text for _, text in extra]
+    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), ncols),
                frameon=False)
 
 
@@ -251,13 +258,18 @@ def gradient_heatmaps(runs: pd.DataFrame, gradnorms: pd.DataFrame) -> Figure:
     return fig
 
 
-def gradient_ratios(gradnorms: pd.DataFrame) -> pd.Series:
-    """Per run: the median over logged epochs of max/min over attention layers of the
-    layer's gradient norm (group `all`); norms are floored at NORM_FLOOR."""
+def gradient_ratios_by_epoch(gradnorms: pd.DataFrame) -> pd.Series:
+    """Per run and logged epoch (index `run_dir, epoch`, sorted): max/min over attention
+    layers of the layer's gradient norm (group `all`); norms are floored at NORM_FLOOR."""
     norms = _layer_norms(gradnorms, ("attention",))
     floored = norms["grad_norm"].clip(lower=NORM_FLOOR)
     per_epoch = floored.groupby([norms["run_dir"], norms["epoch"]])
-    ratio = per_epoch.max() / per_epoch.min()
+    return (per_epoch.max() / per_epoch.min()).rename("grad_ratio")
+
+
+def gradient_ratios(gradnorms: pd.DataFrame) -> pd.Series:
+    """Per run: the median over logged epochs of `gradient_ratios_by_epoch`."""
+    ratio = gradient_ratios_by_epoch(gradnorms)
     return ratio.groupby(level="run_dir").median().rename("grad_ratio")
 
 
@@ -398,6 +410,239 @@ def epoch_time_vs_edges(times: pd.DataFrame) -> Figure:
     return fig
 
 
+# --- diagnose: per-layer representation statistics (layerstats) --------------------
+
+# Metric of `layerstats.parquet` -> (axis label, log axis); rows of panels in this order.
+LAYER_METRICS = {
+    "dirichlet_energy": ("Dirichlet energy", True),
+    "mean_average_distance": ("MAD", True),
+    "rayleigh_quotient": ("Rayleigh quotient", True),
+    "attention_entropy": ("Attention entropy", False),
+    "output_norm": ("Output norm", True),
+}
+# Line style per feature-dropout rate, largest rate first (solid, dashed, ...).
+DROPOUT_DASHES = ("", (4, 1.5), (1, 1.5), (4, 1.5, 1, 1.5))
+DROPOUT_STYLES = ("-", "--", ":", "-.")
+DEFAULT_RECIPE = "lipnorm"  # runs of aggregates without a `recipe` setting
+
+
+def recipes(runs: pd.DataFrame) -> pd.Series:
+    """Each run's training recipe: `recipe` (DEFAULT_RECIPE where absent or empty)."""
+    if "recipe" not in runs.columns:
+        return pd.Series(DEFAULT_RECIPE, index=runs.index, name="recipe")
+    return runs["recipe"].fillna(DEFAULT_RECIPE)
+
+
+def diagnose_grid(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the diagnose grid proper (model × depth × feature dropout × seed):
+    this pipeline's recipe at α = 1 (the α study and the authors' recipe are extra)."""
+    return runs.loc[(recipes(runs) == DEFAULT_RECIPE) & (runs["alpha"] == 1)]
+
+
+def last_epoch_stats(layerstats: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each run's last logged epoch (`lipnorm train` always logs the last
+    epoch it ran, unless the run diverged)."""
+    last = layerstats.groupby("run_dir")["epoch"].transform("max")
+    return layerstats.loc[layerstats["epoch"] == last]
+
+
+def _stats_of(runs: pd.DataFrame, layerstats: pd.DataFrame, settings: list[str]) -> pd.DataFrame:
+    """`layerstats` rows (run_dir, epoch, layer, metric, value) of `runs`, with the
+    `settings` columns taken from `runs`; a finished run without statistics is an error."""
+    stats = layerstats.loc[layerstats["run_dir"].isin(runs["run_dir"]),
+                           ["run_dir", "epoch", "layer", "metric", "value"]]
+    without = sorted(set(runs.loc[runs["status"] == "ok", "run_dir"]) - set(stats["run_dir"]))
+    if without:
+        raise ValueError(f"no layer statistics (layerstats) for runs {without}; were they "
+                         "trained with layer_stats off?")
+    return stats.merge(runs[["run_dir", *settings]], on="run_dir", how="inner")
+
+
+def _metrics_present(stats: pd.DataFrame) -> list[str]:
+    metrics = [m for m in LAYER_METRICS if m in set(stats["metric"])]
+    if not metrics:
+        raise ValueError(f"no known layer statistics to draw (metrics "
+                         f"{sorted(stats['metric'].unique())}; known: {', '.join(LAYER_METRICS)})")
+    return metrics
+
+
+def _floored(stats: pd.DataFrame) -> pd.DataFrame:
+    """Values of log-axis metrics floored at NORM_FLOOR: an exact 0 (e.g. the energy of
+    identical representations) would otherwise vanish from a log axis."""
+    on_log_axis = stats["metric"].isin([m for m, (_, log) in LAYER_METRICS.items() if log])
+    floored = stats["value"].clip(lower=NORM_FLOOR)
+    return stats.assign(value=stats["value"].where(~on_log_axis, floored))
+
+
+def _metric_axis(ax, metric: str) -> None:
+    """Log y for the norms and smoothness measures (set before plotting, so that
+    seaborn averages in log space); entropy on [0, 1]."""
+    if LAYER_METRICS[metric][1]:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(0.0, 1.0)
+
+
+def _diverged_footnote(fig: Figure, diverged: pd.DataFrame,
+                       name: Callable[[pd.Series], str]) -> None:
+    """Name, under the panels, the seed cells left out because a seed diverged."""
+    if diverged.empty:
+        return
+    cells = "; ".join(f"{name(row)} ({row['n_diverged']}/{row['n']})"
+                      for _, row in diverged.iterrows())
+    text = textwrap.fill(f"Not drawn, a seed diverged: {cells}",
+                         width=int(fig.get_figwidth() * 20))  # ~20 characters per inch at 6 pt
+    fig.supxlabel(text, fontsize=6, color="0.3")
+
+
+def _dropout_styles(dropouts: list) -> dict:
+    if len(dropouts) > len(DROPOUT_DASHES):
+        raise ValueError(f"{len(dropouts)} feature-dropout rates {dropouts}; at most "
+                         f"{len(DROPOUT_DASHES)} line styles")
+    return dict(zip(dropouts, DROPOUT_DASHES))
+
+
+def _dropout_legend(dropouts: list) -> tuple[tuple[Line2D, str], ...]:
+    return tuple(
+        (Line2D([], [], color="black", linestyle=style), f"dropout {rate:g}")
+        for rate, style in zip(dropouts, DROPOUT_STYLES)
+    )
+
+
+def _model_dropout_panels(runs: pd.DataFrame, layerstats: pd.DataFrame, x: str,
+                          select: Callable[[pd.DataFrame], pd.DataFrame],
+                          title: Callable[[int], str]) -> Figure:
+    """Layer statistics vs `x` of the diagnose grid: rows of panels per metric, columns
+    per depth; colour: model, line style: feature dropout; `select` picks the rows of
+    the statistics to draw. Mean ± std over the seeds of settings in which no seed
+    diverged (the others are named in a footnote)."""
+    grid = diagnose_grid(runs)
+    if grid.empty:
+        raise ValueError("no runs of this pipeline's recipe at alpha 1 (the diagnose grid)")
+    by = ["depth", "model", "feat_drop"]
+    kept, diverged = runs_of_valid_cells(grid, by)
+    stats = _stats_of(kept, layerstats, by)
+    stats = _floored(select(stats))
+    metrics = _metrics_present(stats)
+    models = ordered("model", grid["model"])
+    dropouts = sorted(grid["feat_drop"].unique(), reverse=True)
+    dashes = _dropout_styles(dropouts)
+    depths = sorted(grid["depth"].unique())
+    fig, axes = _figure(len(metrics), len(depths), sharey="row")
+    for i, metric in enumerate(metrics):
+        for j, depth in enumerate(depths):
+            ax = axes[i, j]
+            _metric_axis(ax, metric)
+            _depth_axis(ax)
+            panel = _where(stats, {"metric": metric, "depth": depth})
+            if not panel.empty:
+                sns.lineplot(data=panel, x=x, y="value", hue="model", hue_order=models,
+                             palette=PALETTE, style="feat_drop", style_order=dropouts,
+                             dashes=dashes, errorbar="sd", ax=ax, legend=False)
+            ax.set_title(title(depth) if i == 0 else "")
+            ax.set_xlabel(("Layer" if x == "layer" else "Epoch") if i == len(metrics) - 1 else "")
+            ax.set_ylabel(LAYER_METRICS[metric][0] if j == 0 else "")
+    _legend(fig, models, diverged=False, marker=None, extra=_dropout_legend(dropouts),
+            ncols=4 if len(depths) > 2 else 3)
+    _diverged_footnote(fig, diverged, lambda row: (
+        f"L={row['depth']} {label('model', row['model'])}, dropout {row['feat_drop']:g}"))
+    return fig
+
+
+@_styled
+def layerstats_by_layer(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
+    """Each layer statistic against the layer (1 = first attention layer) at each run's
+    last logged epoch: rows of panels per metric (energy, MAD, Rayleigh quotient and
+    output norm on log axes, entropy on [0, 1]), columns per depth, colour per model,
+    line style per feature-dropout rate. Only the diagnose grid (this pipeline's recipe,
+    α = 1). Bands: mean ± std over seeds, in log space on log axes (geometric); a value
+    below NORM_FLOOR (an energy of exactly 0) is drawn at NORM_FLOOR."""
+    return _model_dropout_panels(runs, layerstats, "layer", last_epoch_stats,
+                                 lambda depth: f"{depth} layers")
+
+
+@_styled
+def layerstats_by_epoch(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
+    """The layer statistics of each run's deepest attention layer (layer = depth)
+    against the epoch: panels, colours, line styles, bands and floor as in
+    `layerstats_by_layer`."""
+    return _model_dropout_panels(runs, layerstats, "epoch",
+                                 lambda stats: stats.loc[stats["layer"] == stats["depth"]],
+                                 lambda depth: f"Layer {depth} of {depth}")
+
+
+def alpha_colours(alphas: list) -> dict:
+    """One colour per α, light to dark in the order of α (viridis without its yellow)."""
+    cmap = plt.get_cmap(CMAP)
+    return {a: to_hex(cmap(x)) for a, x in zip(alphas, np.linspace(0.0, 0.8, len(alphas)))}
+
+
+RECIPE_COLOUR = "#000000"  # the authors' recipe in the α figure
+
+
+def recipe_label(row: pd.Series) -> str:
+    """`GAT-Lip, authors' recipe (8×64, dropout 0.6, 100 epochs)` for a run of another
+    recipe."""
+    return (f"{label('model', row['model'])}, authors' recipe ({row['heads']}×{row['hidden']}, "
+            f"dropout {row['feat_drop']:g}, {row['epochs']} epochs)")
+
+
+@_styled
+def alpha_layerstats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
+    """The α study: GAT-Lip's layer statistics against the layer at the last logged
+    epoch, one colour per α (the α = 1 runs of the grid at the same depth and feature
+    dropout included); one column per metric, one row per depth of the study. The
+    runs of another recipe (the authors') at a depth of the study are drawn in black
+    over them. Bands, log axes and floor as in `layerstats_by_layer`."""
+    lipnorm = runs.loc[recipes(runs) == DEFAULT_RECIPE]
+    varied = lipnorm.loc[lipnorm["alpha"] != 1]
+    if varied.empty:
+        raise ValueError("no runs of this pipeline's recipe with alpha != 1 (the alpha study)")
+    study = lipnorm.merge(varied[["model", "depth", "feat_drop"]].drop_duplicates(),
+                          on=["model", "depth", "feat_drop"])
+    study.attrs = runs.attrs
+    by = ["model", "depth", "feat_drop", "alpha"]
+    kept, diverged = runs_of_valid_cells(study, by)
+    stats = _floored(last_epoch_stats(_stats_of(kept, layerstats, by)))
+    other = runs.loc[(recipes(runs) != DEFAULT_RECIPE) & runs["depth"].isin(study["depth"])
+                     & (runs["status"] == "ok")]
+    other_stats = _floored(last_epoch_stats(_stats_of(other, layerstats, ["depth"])))
+    metrics = _metrics_present(stats)
+    alphas = sorted(study["alpha"].unique())
+    colours = alpha_colours(alphas)
+    depths = sorted(study["depth"].unique())
+    fig, axes = _figure(len(depths), len(metrics))
+    for i, depth in enumerate(depths):
+        for j, metric in enumerate(metrics):
+            ax = axes[i, j]
+            _metric_axis(ax, metric)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # narrow panels
+            panel = _where(stats, {"metric": metric, "depth": depth})
+            if not panel.empty:
+                sns.lineplot(data=panel, x="layer", y="value", hue="alpha", hue_order=alphas,
+                             palette=colours, errorbar="sd", ax=ax, legend=False)
+            theirs = _where(other_stats, {"metric": metric, "depth": depth})
+            if not theirs.empty:
+                sns.lineplot(data=theirs, x="layer", y="value", color=RECIPE_COLOUR,
+                             linestyle="-.", errorbar="sd", ax=ax, legend=False)
+            ax.set_title(LAYER_METRICS[metric][0] if i == 0 else "")
+            cells = _where(study, {"depth": depth})
+            model_names = ", ".join(label("model", m) for m in ordered("model", cells["model"]))
+            dropouts = ", ".join(f"{d:g}" for d in sorted(cells["feat_drop"].unique()))
+            ax.set_ylabel(f"{model_names}, L={depth}\n(dropout {dropouts})" if j == 0 else "")
+            ax.set_xlabel("Layer" if i == len(depths) - 1 else "")
+    handles = [Line2D([], [], color=colours[a]) for a in alphas]
+    labels = [f"$\\alpha$ = {a:g}" for a in alphas]
+    for _, row in other.drop_duplicates(["model", "heads", "hidden", "epochs"]).iterrows():
+        handles.append(Line2D([], [], color=RECIPE_COLOUR, linestyle="-."))
+        labels.append(recipe_label(row))
+    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 4),
+               frameon=False)
+    _diverged_footnote(fig, diverged, lambda row: (
+        f"L={row['depth']} {label('model', row['model'])}, $\\alpha$ = {row['alpha']:g}"))
+    return fig
+
+
 def _builders(load: Callable[[str], pd.DataFrame]) -> dict[str, Callable[[], Figure]]:
     return {
         "depth_accuracy": lambda: accuracy_vs_depth(load("runs")),
@@ -407,6 +652,9 @@ def _builders(load: Callable[[str], pd.DataFrame]) -> dict[str, Callable[[], Fig
         "training_curves": lambda: training_curves(load("runs"), load("epochs")),
         "alpha_accuracy": lambda: accuracy_vs_alpha(load("runs")),
         "lipschitz_probe": lambda: lipschitz_probe(load("probe")),
+        "layerstats_by_layer": lambda: layerstats_by_layer(load("runs"), load("layerstats")),
+        "layerstats_by_epoch": lambda: layerstats_by_epoch(load("runs"), load("layerstats")),
+        "alpha_layerstats": lambda: alpha_layerstats(load("runs"), load("layerstats")),
     }
 
 

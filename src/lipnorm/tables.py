@@ -4,11 +4,13 @@ Cells read `mean $\\pm$ std (n=N)`: the test metric ×100 over N seeds, std the 
 std (ddof=1); with one seed the cell is `mean (n=1)` (no spread to report). A cell in
 which any seed diverged reads `diverged (k/N)` and takes no part in the averages or
 the bold: the mean of the survivors alone would flatter the setting. Bold marks the
-best mean of the question the table asks (see each builder).
+best mean of the question the table asks (see each builder). The diagnose table adds
+cells of per-layer statistics (`number_cell`: plain, or scientific when tiny or huge).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -18,6 +20,13 @@ import pandas as pd
 
 from lipnorm.aggregate import EXPERIMENTS, label, load_table, ordered, seed_cells
 from lipnorm.io import atomic_path
+from lipnorm.plots import (
+    DEFAULT_RECIPE,
+    diagnose_grid,
+    gradient_ratios_by_epoch,
+    last_epoch_stats,
+    recipes,
+)
 
 TABLES: dict[str, list[str]] = {
     "depth": ["depth_accuracy_table", "missing_features_table"],
@@ -26,6 +35,7 @@ TABLES: dict[str, list[str]] = {
     "transformer": ["transformer_table"],
     "lipschitz": [],
     "classic": ["classic_table"],
+    "diagnose": ["diagnose_table"],
 }
 
 # Veličković et al. (2018), Graph Attention Networks, Table 2: mean ± std test
@@ -41,6 +51,7 @@ NAMES = {
     "model": "Model",
     "depth": "Layers",
     "alpha": "$\\alpha$",
+    "feat_drop": "Feature dropout",
 }
 
 
@@ -61,11 +72,14 @@ def number_text(value: Any) -> Any:
 def render(text: pd.DataFrame, bold: np.ndarray) -> str:
     """A booktabs tabular of the string frame `text`, bold where `bold` is True.
 
-    Index and column names are written as LaTeX already; index values are escaped.
+    Index and column names are written as LaTeX already; index values are escaped,
+    except the row labels of a frame whose `attrs["latex_rows"]` is true (a builder
+    whose row labels are LaTeX already, e.g. `$\\alpha$`).
     """
     styler = text.style.apply(lambda _: np.where(bold, BOLD, ""), axis=None)
     for axis in (0, 1):
-        styler = styler.format_index(number_text, escape="latex", axis=axis)
+        escape = None if axis == 0 and text.attrs.get("latex_rows") else "latex"
+        styler = styler.format_index(number_text, escape=escape, axis=axis)
     return styler.to_latex(
         hrules=True,
         column_format="l" * text.index.nlevels + "r" * text.shape[1],
@@ -198,12 +212,159 @@ def classic_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return text, np.zeros(text.shape, dtype=bool)
 
 
-BUILDERS: dict[str, Callable[[pd.DataFrame], tuple[pd.DataFrame, np.ndarray]]] = {
+# --- diagnose ----------------------------------------------------------------------
+
+# The layer statistics of the diagnose table (metric of layerstats -> column).
+DIAGNOSE_STATS = {
+    "dirichlet_energy": "Dirichlet energy",
+    "mean_average_distance": "MAD",
+    "attention_entropy": "Attention entropy",
+}
+ACCURACY_HEAD = "Accuracy (%)"
+LAST_LAYER_HEAD = "Last layer, last epoch"
+GRADIENT_HEAD = "Gradients, first epoch"
+
+
+def number_cell(value: float) -> str:
+    """A diagnostic as printed: 3 significant digits from 0.01 to 1000, else LaTeX
+    scientific notation with 2 (`$1.2 \\times 10^{-7}$`); `0` for 0, EMPTY for NaN."""
+    if not np.isfinite(value):
+        return EMPTY
+    if value == 0:
+        return "0"
+    if 0.01 <= abs(value) < 1000:
+        return f"{value:.3g}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"${mantissa} \\times 10^{{{int(exponent)}}}$"
+
+
+def _geometric_mean(values: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def _diagnose_rows(runs: pd.DataFrame, by: list[str], per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per cell of `by` (one row each, columns `by` first): the accuracy cells' texts
+    (`test`, `train`) and test mean, and the columns of `per_run` (indexed by run_dir)
+    over the seeds: mean, the gradient ratio's geometric mean; NaN for a cell with a
+    diverged seed (not averaged, as `seed_cells`)."""
+    test = seed_cells(runs.assign(test_metric=runs["best_val_test"]), by)
+    train = seed_cells(runs.assign(test_metric=runs["final_train"]), by)
+    rows = test[[*by, "valid"]].assign(test=cell_texts(test), test_mean=test["mean"],
+                                      train=cell_texts(train)).set_index(by)
+    mine = per_run.reindex(runs["run_dir"]).set_axis(runs.index)
+    cells = pd.concat([runs[by], mine], axis=1).groupby(by, sort=True, dropna=False)
+    combined = cells.agg({**{m: "mean" for m in DIAGNOSE_STATS}, "grad_ratio": _geometric_mean})
+    combined.loc[~rows["valid"].reindex(combined.index).to_numpy()] = np.nan
+    return rows.join(combined).reset_index()
+
+
+def _per_run_diagnostics(runs: pd.DataFrame, layerstats: pd.DataFrame,
+                         gradnorms: pd.DataFrame) -> pd.DataFrame:
+    """Per run (index run_dir): DIAGNOSE_STATS at its last attention layer (layer =
+    depth) at its last logged epoch, and the max/min ratio of its attention layers'
+    gradient norms at its first logged epoch (`grad_ratio`)."""
+    depth = runs.set_index("run_dir")["depth"]
+    stats = layerstats.loc[layerstats["run_dir"].isin(depth.index)
+                           & layerstats["metric"].isin(list(DIAGNOSE_STATS))]
+    stats = last_epoch_stats(stats[["run_dir", "epoch", "layer", "metric", "value"]])
+    stats = stats.loc[stats["layer"] == stats["run_dir"].map(depth)]
+    per_run = stats.pivot(index="run_dir", columns="metric", values="value")
+    per_run = per_run.reindex(index=depth.index, columns=list(DIAGNOSE_STATS))
+    finished = runs.loc[runs["status"] == "ok", "run_dir"]
+    without = sorted(finished[per_run.loc[finished].isna().all(axis=1).to_numpy()])
+    if without:
+        raise ValueError(f"no layer statistics (layerstats) of the last layer for runs {without}; "
+                         "were they trained with layer_stats off?")
+    ratios = gradient_ratios_by_epoch(gradnorms)
+    first = ratios.groupby(level="run_dir").first()  # epochs ascending within each run
+    return per_run.assign(grad_ratio=first.reindex(depth.index))
+
+
+def _extra_label(row: pd.Series) -> str:
+    """LaTeX row label of a run outside the grid: the α study or another recipe."""
+    name = label("model", row["model"])
+    if row["recipe"] != DEFAULT_RECIPE:
+        return (f"{name} (authors' recipe, {row['heads']}$\\times${row['hidden']}, "
+                f"{row['epochs']} epochs)")
+    return f"{name}, $\\alpha={row['alpha']:g}$"
+
+
+def diagnose_table(runs: pd.DataFrame, layerstats: pd.DataFrame,
+                   gradnorms: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Rows: layers × model × feature dropout (the diagnose grid: this pipeline's
+    recipe, α = 1), then, inside the block of their depth, the α study and the
+    authors'-recipe runs as labelled extra rows. Columns: test accuracy at the
+    best-validation epoch (`best_val_test`) and training accuracy at the last epoch
+    (mean ± std over seeds, as every accuracy cell); Dirichlet energy, MAD and
+    attention entropy of the last layer at the last logged epoch (mean over seeds);
+    the max/min attention-layer gradient-norm ratio at the first logged epoch
+    (geometric mean over seeds). A cell with a diverged seed is not averaged.
+
+    Bold: the best test accuracy among the grid's rows of each depth (the extra rows
+    are variants, not competitors).
+    """
+    runs = runs.assign(recipe=recipes(runs))
+    per_run = _per_run_diagnostics(runs, layerstats, gradnorms)
+    grid = diagnose_grid(runs)
+    if grid.empty:
+        raise ValueError("diagnose table: no runs of this pipeline's recipe at alpha 1 (the grid)")
+    extra = runs.drop(index=grid.index)
+    extra_by = ["depth", "model", "feat_drop", "recipe", "alpha", "heads", "hidden", "epochs"]
+    main_rows = _diagnose_rows(grid, ["depth", "model", "feat_drop"], per_run)
+    extra_rows = _diagnose_rows(extra, extra_by, per_run) if not extra.empty else None
+
+    models = ordered("model", main_rows["model"])
+    blocks = []
+    for depth in sorted(runs["depth"].unique()):
+        here = main_rows.loc[main_rows["depth"] == depth].copy()
+        here["order"] = [models.index(m) for m in here["model"]]
+        here = here.sort_values(["order", "feat_drop"], ascending=[True, False])
+        here["row"] = [label("model", m) for m in here["model"]]
+        here["grid"] = True
+        blocks.append(here)
+        if extra_rows is not None:
+            others = extra_rows.loc[extra_rows["depth"] == depth].copy()
+            others["official"] = others["recipe"] != DEFAULT_RECIPE
+            others = others.sort_values(["official", "alpha", "feat_drop"],
+                                        ascending=[True, True, False])
+            others["row"] = [_extra_label(row) for _, row in others.iterrows()]
+            others["grid"] = False
+            blocks.append(others)
+    rows = pd.concat(blocks, ignore_index=True)
+
+    text = pd.DataFrame(  # tuple keys: two levels of column headers
+        {
+            (ACCURACY_HEAD, "Test (best val.)"): rows["test"],
+            (ACCURACY_HEAD, "Train (last epoch)"): rows["train"],
+            **{(LAST_LAYER_HEAD, name): rows[metric].map(number_cell)
+               for metric, name in DIAGNOSE_STATS.items()},
+            (GRADIENT_HEAD, "Max/min layer norm"): rows["grad_ratio"].map(number_cell),
+        }
+    )
+    text.index = pd.MultiIndex.from_arrays(
+        [rows["depth"], rows["row"], rows["feat_drop"]],
+        names=[NAMES["depth"], NAMES["model"], NAMES["feat_drop"]],
+    )
+    text.attrs["latex_rows"] = True
+    means = rows["test_mean"].where(rows["grid"])
+    best = means.groupby(rows["depth"]).transform("max")
+    bold = np.zeros(text.shape, dtype=bool)
+    bold[:, 0] = (means.notna() & means.eq(best)).to_numpy()
+    return text, bold
+
+
+# Stem -> builder of (text, bold); its arguments are the tables BUILDER_INPUTS names.
+BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
     "depth_accuracy_table": depth_table,
     "missing_features_table": missing_features_table,
     "alpha_table": alpha_table,
     "transformer_table": depth_table,
     "classic_table": classic_table,
+    "diagnose_table": diagnose_table,
+}
+# The aggregate tables each builder takes, in order (default: the runs table alone).
+BUILDER_INPUTS: dict[str, tuple[str, ...]] = {
+    "diagnose_table": ("runs", "layerstats", "gradnorms"),
 }
 
 
@@ -213,13 +374,12 @@ def write_tables(
     """Write `<out_dir>/<stem>.tex` for each stem in TABLES[experiment]."""
     if experiment not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}")
+    load = functools.cache(functools.partial(load_table, aggregate_dir))
     written = []
-    if TABLES[experiment]:
-        runs = load_table(aggregate_dir, "runs")
-        for stem in TABLES[experiment]:
-            text, bold = BUILDERS[stem](runs)
-            path = Path(out_dir) / f"{stem}.tex"
-            with atomic_path(path) as tmp:
-                tmp.write_text(render(text, bold))
-            written.append(path)
+    for stem in TABLES[experiment]:
+        text, bold = BUILDERS[stem](*(load(name) for name in BUILDER_INPUTS.get(stem, ("runs",))))
+        path = Path(out_dir) / f"{stem}.tex"
+        with atomic_path(path) as tmp:
+            tmp.write_text(render(text, bold))
+        written.append(path)
     return written
