@@ -295,7 +295,8 @@ def test_arms_run_in_their_own_folders_with_their_own_settings(tmp_path):
     """The diagnose preset's arms: each arm's runs under <results>/diagnose/<arm>/runs/,
     trained with that arm's settings, and one aggregate of every arm."""
     proc = snakemake(tmp_path, "-n", "-p", "--configfile", PRESETS["diagnose"])
-    commands = [line for line in proc.stdout.splitlines() if line.startswith("lipnorm train ")]
+    # Snakemake prints each job's shell command with -p (after "Shell command: ").
+    commands = [line for line in proc.stdout.splitlines() if "lipnorm train " in line]
     root = "results/diagnose/diagnose"
 
     def train_commands(arm):
@@ -308,8 +309,9 @@ def test_arms_run_in_their_own_folders_with_their_own_settings(tmp_path):
     assert {re.search(r"--alpha (\S+)", c)[1] for c in train_commands("alpha")} == {"4", "16"}
     (recipe,) = train_commands("authors-recipe")
     assert "--recipe official --epochs 100 " in recipe and "--heads" not in recipe
-    aggregate = next(line for line in proc.stdout.splitlines() if line.startswith("lipnorm aggregate"))
-    assert aggregate.count(f"{root}/") == len(commands) + 1  # every run, and --out-dir
+    aggregate = next(line for line in proc.stdout.splitlines() if "lipnorm aggregate " in line)
+    assert aggregate.count(f" {root}/") == len(commands) + 2  # every run, --out-dir, the log
+    assert f"--out-dir {root}/aggregate " in aggregate
 
 
 def test_run_groups_name_arms_after_their_experiment():
