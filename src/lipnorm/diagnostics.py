@@ -1,37 +1,38 @@
 """Per-layer representation diagnostics: oversmoothing vs attention saturation.
 
-Why a deep attention network fails can be read off each layer's output `h` (rows are
-nodes, any trailing shape flattened to `(N, F)`) and its attention:
+Why a deep attention network fails can be read off each layer's output `h` (one row per
+node, trailing dimensions flattened: `(N, F)`) and its attention:
 
-- Oversmoothing makes neighbouring rows alike. Three measures go to 0 as they become
-  identical:
+- Oversmoothing makes the rows of neighbours alike. Three measures go to 0 as they
+  become identical:
 
   - `dirichlet_energy`: `(1/N) sum_{u->v} ||h_u - h_v||^2` over the edges (self-loops
     left out, a multi-edge counted each time). It has the scale of `h`, so it also
     falls when the outputs merely shrink.
   - `mean_average_distance` (MAD, Chen et al., AAAI 2020): the mean of
-    `1 - cos(h_u, h_v)` over those edges whose two rows are non-zero. Blind to each
-    row's norm: only directions count.
+    `1 - cos(h_u, h_v)` over those edges whose two rows are non-zero. Blind to the
+    norms of the rows: only their directions count.
   - `rayleigh_quotient`: `sum_{u->v} ||h_u - h_v||^2 / sum_u ||h_u - mean||^2`. Blind
-    to scale and to a common shift: how smooth the rows are on the graph relative to
-    how much they differ at all.
+    to scale and to a common shift: how much neighbours differ relative to how much
+    the rows differ at all.
 
 - Attention saturation: `attention_entropy` is the normalised entropy of each node's
-  attention over its in-edges (self-loops included), 1 for uniform attention (the layer
-  averages, like a GCN) and 0 for one-hot attention (the layer copies one neighbour).
+  attention over its in-edges (self-loop included): 1 for uniform attention (the layer
+  averages its neighbours, like a GCN), 0 for one-hot attention (it copies one).
 
-`output_norm` (the Frobenius norm of `h`) tells vanishing or exploding outputs apart
-from the above.
+`output_norm` (`||h||_F`) tells vanishing or exploding outputs apart from these.
 
-These are logged every few epochs for every layer of deep models, so `GraphDiagnostics`
-precomputes what depends on the graph only, and each call costs a few passes over `h`
-(see `GraphDiagnostics`). The free functions build one and call its method.
+They are logged for every layer of deep models, so `GraphDiagnostics` precomputes what
+depends on the graph only and each call makes a few passes over `h` and the edges. The
+free functions build one and call its method.
 
-Numerics: the interesting regime is rows that are nearly identical (energy 1e-10 of
-`||h||^2`, cosines within 1e-10 of 1), where the textbook formulas cancel. So
-`||h_u - h_v||^2` is summed from the differences themselves, `1 - cos` is
-`||u_u - u_v||^2 / 2` of the unit rows `u`, the spread around the mean is taken around
-the mean itself, and every sum over nodes or edges is accumulated in float64.
+Numerics: the interesting regime is nearly identical rows (energy 1e-10 of `||h||^2`,
+cosines within 1e-10 of 1), where the textbook formulas cancel. Here every quantity is
+built from differences of rows, which are exact for nearly equal floats: `||h_u - h_v||^2`
+from `h_u - h_v`, `1 - cos` from it too (see `_mean_cosine_distance`), the spread around
+the mean from `h_u - mean`. Sums over the F features of a row are taken in the dtype of
+`h` (a relative rounding error, ~1e-7 in float32, that nothing later amplifies), sums
+over nodes and edges in float64.
 """
 
 from __future__ import annotations
@@ -51,59 +52,80 @@ __all__ = [
     "rayleigh_quotient",
 ]
 
-# On CPU, rows are gathered and reduced in blocks of about this many elements (1 MB in
-# float32), so that the temporaries stay in cache instead of being written out to memory
-# and allocated afresh each call: at 8 heads x 64 on Cora this halves the cost.
-# On GPU one block (the whole tensor) is best.
-CPU_BLOCK_ELEMENTS = 1 << 18
+# Rows are gathered and reduced in blocks of at most this many elements, into buffers
+# kept between calls. Fresh temporaries of this size would be page-faulted in anew on
+# every call (glibc hands large blocks back to the system), which cost 2-3x the
+# arithmetic at 8 x 64 on Cora. On CPU, 2^17-2^19 (0.5-2 MB in float32) were the
+# fastest of 2^13..2^20 at 8 x 8 and 8 x 64 on Cora (smaller blocks: more calls per
+# pass, each with its fixed overhead); on GPU the block bounds the extra memory.
+BLOCK_ELEMENTS = {"cpu": 1 << 18}
+DEFAULT_BLOCK_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
 class _GraphTensors:
     """What the metrics need of the graph, on one device.
 
-    Self-loops contribute nothing to `||h_u - h_v||^2` or `1 - cos`, and both are
-    symmetric in u and v, so the edges u->v with u != v are stored as unordered pairs
-    (min, max) with their multiplicity: on a symmetric graph (edges in both directions)
-    this halves the rows to gather. The pairs are sorted by their first node, which keeps
-    that gather sequential.
+    `||h_u - h_v||^2` and `1 - cos` are 0 on self-loops and symmetric in u and v, so the
+    edges u->v with u != v are kept as unordered pairs (min, max) with their
+    multiplicity: on a symmetric graph (both directions) that halves the rows to gather.
+    Sorted by first node, which keeps that gather sequential.
     """
 
     pair_first: torch.Tensor  # (P,) int64
     pair_second: torch.Tensor  # (P,) int64
     pair_counts: torch.Tensor  # (P,) float64: directed edges u->v, u != v, per pair
-    entropy_edges: torch.Tensor | None  # edge IDs into nodes of in-degree >= 2; None: all
-    entropy_weights: torch.Tensor  # (len(entropy_edges),) float64: 1 / log(in-degree)
+    entropy_edges: torch.Tensor | None  # edge IDs into nodes of in-degree >= 2 (None: all)
+    entropy_weights: torch.Tensor  # float64, per such edge: 1 / log(in-degree of its dst)
 
     def to(self, device: torch.device) -> _GraphTensors:
-        moved = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        return _GraphTensors(**{name: None if t is None else t.to(device) for name, t in moved.items()})
+        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return _GraphTensors(**{name: None if t is None else t.to(device) for name, t in fields.items()})
 
 
-def _blocks(total: int, width: int, device: torch.device):
-    """`(start, stop)` spans covering `range(total)` in blocks of rows of `width` elements."""
-    size = total if device.type != "cpu" else max(1, CPU_BLOCK_ELEMENTS // max(width, 1))
-    for start in range(0, total, max(size, 1)):
+class _Buffers:
+    """Reused block buffers for one (device, dtype, width): rows of the first and second
+    node of each pair (or a block of `h`), and elementwise products."""
+
+    def __init__(self, rows: int, width: int, dtype: torch.dtype, device: torch.device):
+        self.first = torch.empty(rows, width, dtype=dtype, device=device)
+        self.second = torch.empty(rows, width, dtype=dtype, device=device)
+        self.product = torch.empty(rows, width, dtype=dtype, device=device)
+
+
+def _block_rows(width: int, device: torch.device) -> int:
+    return max(1, BLOCK_ELEMENTS.get(device.type, DEFAULT_BLOCK_ELEMENTS) // max(width, 1))
+
+
+def _spans(total: int, size: int):
+    """`(start, stop)` covering `range(total)` in steps of `size`."""
+    for start in range(0, total, size):
         yield start, min(start + size, total)
 
 
 class GraphDiagnostics:
-    """The diagnostics of the module docstring for one graph, with its structure
-    precomputed: methods take the node features `h` `(N, ...)` or the `attention` only.
+    """The diagnostics of the module docstring for one graph, its structure precomputed:
+    the methods take the node features `h` `(N, ...)` or the `attention` only.
 
-    Each method returns a Python float, runs without autograd, and leaves its input
-    unchanged; `h` may be of any floating dtype and on any device (the graph's tensors
-    are copied to it once). NaN in `h` gives NaN.
+    Each returns a Python float, runs without autograd and leaves its input unchanged;
+    `h` may have any floating dtype (half precision is computed in float32) and live on
+    any device (the graph's tensors are copied there once). NaN in `h` gives NaN.
+    In float32, squared sums overflow to inf once entries pass ~1e19, and a row whose
+    squared norm underflows (entries below ~1e-23) counts as zero.
 
-    Cost: on Cora (2,708 nodes, 10,556 edges, 5,278 unordered pairs), `layer_stats` of
-    an `(N, 8, 8)` output with its attention takes about 1 ms on one CPU thread; the
-    work is two row gathers per pair and two passes over `h`, in cache-sized blocks.
+    Block buffers are kept between calls, so an instance is not for concurrent use from
+    several threads.
+
+    Cost: two row gathers per unordered pair, a few passes over `h` and one log per
+    attention weight. On a Cora-sized graph (2,708 nodes, 10,556 edges + self-loops),
+    one CPU thread, `layer_stats` with attention takes 1.3 ms at 8 heads x 8 and 6 ms
+    at 8 x 64 (a `GATConv` eval forward: 5 and 21 ms, same machine).
     """
 
     def __init__(self, graph: dgl.DGLGraph):
         if not graph.is_homogeneous:
             raise ValueError(
-                f"graph must be homogeneous (one node and one edge type), got node types "
+                "graph must be homogeneous (one node and one edge type), got node types "
                 f"{graph.ntypes} and edge types {graph.etypes}"
             )
         self.num_nodes = graph.num_nodes()
@@ -115,27 +137,39 @@ class GraphDiagnostics:
         first = torch.minimum(src, dst)[not_loop]
         second = torch.maximum(src, dst)[not_loop]
         pairs, counts = torch.unique(first * self.num_nodes + second, return_counts=True)
+        self.num_pairs = pairs.shape[0]
 
         in_degrees = graph.in_degrees()
-        self.entropy_nodes = int((in_degrees >= 2).sum())
-        edge_in_degree = in_degrees[dst]
-        entropy_mask = edge_in_degree >= 2
-        # Skip the gather when every edge counts (e.g. self-loops and no isolated node).
-        entropy_edges = None if bool(entropy_mask.all()) else entropy_mask.nonzero().squeeze(1)
-        tensors = _GraphTensors(
-            pair_first=pairs // self.num_nodes,
-            pair_second=pairs % self.num_nodes,
-            pair_counts=counts.to(torch.float64),
-            entropy_edges=entropy_edges,
-            entropy_weights=1.0 / edge_in_degree[entropy_mask].to(torch.float64).log(),
-        )
-        self.num_loopless_edges = int(not_loop.sum())
-        self._tensors_by_device = {tensors.pair_first.device: tensors}
+        # The nodes whose attention entropy is averaged (in-degree 1: 0/0).
+        self.num_entropy_nodes = int((in_degrees >= 2).sum())
+        edge_in_degrees = in_degrees[dst]
+        counted = edge_in_degrees >= 2
+        # No gather when every edge counts (self-loops everywhere, no isolated node).
+        entropy_edges = None if bool(counted.all()) else counted.nonzero().squeeze(1)
+        self._tensors_by_device = {
+            src.device: _GraphTensors(
+                pair_first=pairs // self.num_nodes,
+                pair_second=pairs % self.num_nodes,
+                pair_counts=counts.to(torch.float64),
+                entropy_edges=entropy_edges,
+                entropy_weights=1.0 / edge_in_degrees[counted].to(torch.float64).log(),
+            )
+        }
+        self._buffers: dict[tuple, _Buffers] = {}
 
     def _tensors(self, device: torch.device) -> _GraphTensors:
         if device not in self._tensors_by_device:
             self._tensors_by_device[device] = next(iter(self._tensors_by_device.values())).to(device)
         return self._tensors_by_device[device]
+
+    def _buffers_for(self, values: torch.Tensor) -> _Buffers:
+        """The block buffers for rows like those of `values` (2-d)."""
+        width = values.shape[1]
+        key = (values.device, values.dtype, width)
+        if key not in self._buffers:
+            size = min(_block_rows(width, values.device), max(self.num_nodes, self.num_pairs, self.num_edges))
+            self._buffers[key] = _Buffers(size, width, values.dtype, values.device)
+        return self._buffers[key]
 
     # --- input checks ------------------------------------------------------------
 
@@ -169,10 +203,10 @@ class GraphDiagnostics:
         weights = attention.detach().reshape(self.num_edges, shape[1])
         return weights if weights.dtype in (torch.float32, torch.float64) else weights.float()
 
-    # --- the sums behind the metrics (float64 scalar tensors) -------------------
+    # --- the sums behind the metrics ---------------------------------------------
 
     def _node_sums(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`||h_u||^2` per node (dtype of `h`) and `sum_u ||h_u - mean||^2` (float64).
+        """`||h_u||` per node and `sum_u ||h_u - mean||^2`, in float64.
 
         The spread is taken around `c`, the mean in the dtype of `h`, where for nearly
         equal rows `h_u - c` is exact, and corrected by the identity
@@ -180,84 +214,109 @@ class GraphDiagnostics:
         `mean - c = (1/N) sum (h_u - c)` summed from those exact differences: the
         correction is a rounding error's square, so nothing cancels.
         """
+        buffers = self._buffers_for(rows)
         centre = rows.mean(dim=0)
-        squared_norms = torch.empty(self.num_nodes, dtype=rows.dtype, device=rows.device)
-        squared_spreads = torch.empty(self.num_nodes, dtype=rows.dtype, device=rows.device)
-        offset = torch.zeros(rows.shape[1], dtype=torch.float64, device=rows.device)
-        for start, stop in _blocks(self.num_nodes, rows.shape[1], rows.device):
+        norms = rows.new_empty(self.num_nodes)
+        spreads = rows.new_empty(self.num_nodes)
+        # N (mean - c), a sum of small exact differences (in the dtype of `h`: it only
+        # enters the correction, itself a rounding error's square).
+        offset = rows.new_zeros(rows.shape[1])
+        for start, stop in _spans(self.num_nodes, buffers.first.shape[0]):
             block = rows[start:stop]
-            torch.linalg.vecdot(block, block, out=squared_norms[start:stop])
-            centred = block - centre
-            torch.linalg.vecdot(centred, centred, out=squared_spreads[start:stop])
+            # vector_norm is one fused pass (a product then a sum is two).
+            torch.linalg.vector_norm(block, dim=1, out=norms[start:stop])
+            centred = torch.sub(block, centre, out=buffers.first[: stop - start])
+            torch.linalg.vector_norm(centred, dim=1, out=spreads[start:stop])
             offset += centred.sum(dim=0)
-        offset /= self.num_nodes
-        spread = squared_spreads.to(torch.float64).sum() - self.num_nodes * offset.dot(offset)
-        return squared_norms, spread
+        offset = offset.to(torch.float64).div_(self.num_nodes)
+        spreads = spreads.to(torch.float64)
+        spread = spreads.dot(spreads) - self.num_nodes * offset.dot(offset)
+        return norms.to(torch.float64), spread
 
-    def _pair_products(self, rows: torch.Tensor, cosine: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per pair u < v: `||h_u - h_v||^2`, and with `cosine` `(h_u - h_v) . h_v`
-        (dtype of `h`: sums over F of one row, whose terms are >= 0 for the first)."""
+    def _pair_sums(self, rows: torch.Tensor, cosine: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per pair u < v: `||h_u - h_v||^2` (float64) and, with `cosine`,
+        `(h_u - h_v) . h_v` (dtype of `h`)."""
         tensors = self._tensors(rows.device)
-        first, second = tensors.pair_first, tensors.pair_second
-        squared_distances = rows.new_empty(first.shape[0])
-        steps_along_second = rows.new_empty(first.shape[0]) if cosine else None
-        for start, stop in _blocks(first.shape[0], rows.shape[1], rows.device):
-            difference = rows.index_select(0, first[start:stop])  # a copy: h is never touched
-            second_rows = rows.index_select(0, second[start:stop])
-            difference.sub_(second_rows)
-            torch.linalg.vecdot(difference, difference, out=squared_distances[start:stop])
+        buffers = self._buffers_for(rows)
+        distances = rows.new_empty(self.num_pairs)
+        steps_along_second = rows.new_empty(self.num_pairs) if cosine else None
+        for start, stop in _spans(self.num_pairs, buffers.first.shape[0]):
+            size = stop - start
+            # Gathered into the buffers: the in-place steps never touch h.
+            difference = torch.index_select(rows, 0, tensors.pair_first[start:stop], out=buffers.first[:size])
+            second = torch.index_select(rows, 0, tensors.pair_second[start:stop], out=buffers.second[:size])
+            difference.sub_(second)
+            torch.linalg.vector_norm(difference, dim=1, out=distances[start:stop])
             if cosine:
-                torch.linalg.vecdot(difference, second_rows, out=steps_along_second[start:stop])
-        return squared_distances, steps_along_second
+                product = torch.mul(difference, second, out=buffers.product[:size])
+                torch.sum(product, dim=1, out=steps_along_second[start:stop])
+        return distances.to(torch.float64).square_(), steps_along_second
 
     def _energy(self, squared_distances: torch.Tensor) -> torch.Tensor:
-        """`sum ||h_u - h_v||^2` over the edges u->v, u != v (float64)."""
-        return squared_distances.to(torch.float64).dot(self._tensors(squared_distances.device).pair_counts)
+        """`sum ||h_u - h_v||^2` over the edges u->v with u != v (float64)."""
+        return squared_distances.dot(self._tensors(squared_distances.device).pair_counts)
 
     def _mean_cosine_distance(
-        self, squared_norms: torch.Tensor, squared_distances: torch.Tensor, steps_along_second: torch.Tensor
+        self, norms: torch.Tensor, squared_distances: torch.Tensor, steps_along_second: torch.Tensor
     ) -> torch.Tensor:
-        """MAD from per-pair sums, without cancellation for nearly equal rows.
+        """MAD from the per-pair sums, without cancellation for nearly equal rows.
 
-        With `d = h_u - h_v` (exact for nearly equal rows) and norms `n`:
-        `1 - cos = (||d||^2 - (n_u - n_v)^2) / (2 n_u n_v)`, where the difference of the
-        norms comes from `d` too, `n_u - n_v = (n_u^2 - n_v^2) / (n_u + n_v)` with
-        `n_u^2 - n_v^2 = ||d||^2 + 2 d . h_v`, not from subtracting two nearly equal
-        norms. This is the `||unit_u - unit_v||^2 / 2` of the unit rows without forming
-        them; relative error ~1e-7 in float32 at `1 - cos = 1e-10` where differencing
-        rounded unit rows gives ~1e-4. Its limit: rows nearly parallel but of different
-        norms, where `||d||^2` and `(n_u - n_v)^2` nearly cancel (absolute error ~ the
-        dtype's epsilon times `||d||^2 / (n_u n_v)`).
+        With `d = h_u - h_v` (exact for nearly equal rows) and norms `n`,
+        `1 - cos = ||unit_u - unit_v||^2 / 2 = (||d||^2 - (n_u - n_v)^2) / (2 n_u n_v)`,
+        where the difference of the norms comes from `d` as well,
+        `n_u - n_v = (n_u^2 - n_v^2) / (n_u + n_v)` with `n_u^2 - n_v^2 = ||d||^2 + 2 d.h_v`,
+        rather than from subtracting two nearly equal norms. On float32 rows 1e-6 apart
+        (`1 - cos ~ 1e-13`) this is within 1e-8 of a float64 reference, where `1 - cos`
+        from the cosine is off by 1e-3 even in float64, and differences of float32 unit
+        rows by 1e-2. The one regime it does not resolve: rows nearly parallel but of
+        different norms, where `||d||^2` and `(n_u - n_v)^2` nearly cancel (absolute
+        error ~ the dtype's epsilon times `||d||^2 / (n_u n_v)`).
         """
-        tensors = self._tensors(squared_norms.device)
-        norms = squared_norms.to(torch.float64).sqrt()
-        first_norms = norms[tensors.pair_first]
-        second_norms = norms[tensors.pair_second]
-        squared_distances = squared_distances.to(torch.float64)
-        squared_norm_steps = squared_distances + 2 * steps_along_second.to(torch.float64)
-        norm_steps = squared_norm_steps / (first_norms + second_norms)
-        # Rounding can make a tiny 1 - cos negative; it is >= 0.
-        distances = ((squared_distances - norm_steps * norm_steps) / (2 * first_norms * second_norms)).clamp_(min=0)
-        # `!= 0` rather than `> 0`: a NaN row must make MAD NaN, not be left out.
-        counts = tensors.pair_counts * ((first_norms != 0) & (second_norms != 0))
-        return torch.where(counts > 0, distances, 0.0).dot(counts) / counts.sum()
+        tensors = self._tensors(norms.device)
+        first_norms = norms.index_select(0, tensors.pair_first)
+        second_norms = norms.index_select(0, tensors.pair_second)
+        norm_products = first_norms * second_norms
+        # n_u - n_v, from n_u^2 - n_v^2 = ||d||^2 + 2 d.h_v
+        norm_steps = (squared_distances + 2 * steps_along_second.to(torch.float64)) / (first_norms + second_norms)
+        distances = (squared_distances - norm_steps.square_()).div_(norm_products)
+        # Pairs with a zero row are left out (their 0/0 above is NaN); `!= 0`, not `> 0`,
+        # so that a NaN row gives NaN rather than being left out.
+        counted = norm_products != 0
+        counts = tensors.pair_counts * counted
+        # Rounding can take a tiny 1 - cos below 0.
+        distances = torch.where(counted, distances.clamp_(min=0), 0.0)
+        return 0.5 * distances.dot(counts) / counts.sum()
 
     def _entropy(self, weights: torch.Tensor) -> torch.Tensor:
-        """Mean normalised attention entropy (float64 scalar; NaN without nodes)."""
-        tensors = self._tensors(weights.device)
-        if tensors.entropy_edges is not None:
-            weights = weights.index_select(0, tensors.entropy_edges)
-        # sum_j a_ij log a_ij / log d_i summed over nodes i and heads is a weighted sum
-        # over edges, so no per-node reduction is needed. a log a with log of a clamped
-        # to the smallest normal number: 0 at a = 0 (torch.special.xlogy does the same
-        # 5 times slower on CPU). Summed over heads in the input dtype (terms <= 0).
-        tiny = torch.finfo(weights.dtype).tiny
-        plogp = weights.clamp(min=tiny).log_().mul_(weights)
-        edge_terms = torch.mv(plogp, torch.ones(plogp.shape[1], dtype=plogp.dtype, device=plogp.device))
-        total = edge_terms.to(torch.float64).dot(tensors.entropy_weights)
-        if not self.entropy_nodes:
+        """Mean normalised attention entropy (float64; NaN without nodes to average)."""
+        if not self.num_entropy_nodes:
             return torch.full((), math.nan, dtype=torch.float64, device=weights.device)
-        return -total / (self.entropy_nodes * weights.shape[1])
+        tensors = self._tensors(weights.device)
+        buffers = self._buffers_for(weights)
+        edges = tensors.entropy_edges
+        num_edges, heads = tensors.entropy_weights.shape[0], weights.shape[1]
+        edge_sums = weights.new_empty(num_edges)
+        ones = weights.new_ones(heads)
+        tiny = torch.finfo(weights.dtype).tiny
+        # Summed over nodes i and heads, sum_j a_ij log a_ij / log d_i is a weighted sum
+        # over edges: no per-node reduction needed.
+        for start, stop in _spans(num_edges, buffers.first.shape[0]):
+            size = stop - start
+            if edges is None:
+                block = weights[start:stop]
+            else:
+                block = torch.index_select(weights, 0, edges[start:stop], out=buffers.first[:size])
+            # a log a, with log of a clamped to the smallest normal number: 0 log 0 = 0
+            # (as torch.special.xlogy, which is 5x slower on CPU).
+            plogp = torch.clamp(block, min=tiny, out=buffers.product[:size]).log_().mul_(block)
+            torch.mv(plogp, ones, out=edge_sums[start:stop])  # terms <= 0: no cancellation
+        return -edge_sums.to(torch.float64).dot(tensors.entropy_weights) / (self.num_entropy_nodes * heads)
+
+    @staticmethod
+    def _rayleigh(energy: torch.Tensor, spread: torch.Tensor) -> torch.Tensor:
+        # Identical rows: energy exactly 0, and a spread of 0 up to rounding (of either
+        # sign); their quotient is 0 by definition.
+        return torch.where(energy == 0, 0.0, energy / spread)
 
     # --- the metrics -------------------------------------------------------------
 
@@ -265,35 +324,29 @@ class GraphDiagnostics:
     def dirichlet_energy(self, h: torch.Tensor) -> float:
         """`(1/N) sum ||h_u - h_v||^2` over the edges u->v with u != v (multi-edges
         counted each time); 0 for a graph without such edges."""
-        squared_distances, _ = self._pair_products(self._rows(h), cosine=False)
+        squared_distances, _ = self._pair_sums(self._rows(h), cosine=False)
         return (self._energy(squared_distances) / self.num_nodes).item()
 
     @torch.no_grad()
     def mean_average_distance(self, h: torch.Tensor) -> float:
         """Mean of `1 - cos(h_u, h_v)` over the edges u->v, u != v, whose two rows are
-        non-zero (multi-edges counted each time); NaN if there is no such edge (a cosine
-        with a zero row is undefined)."""
+        non-zero (multi-edges counted each time); NaN if there is no such edge (the
+        cosine with a zero row is undefined)."""
         rows = self._rows(h)
-        squared_norms, _ = self._node_sums(rows)
-        return self._mean_cosine_distance(squared_norms, *self._pair_products(rows, cosine=True)).item()
+        norms, _ = self._node_sums(rows)
+        return self._mean_cosine_distance(norms, *self._pair_sums(rows, cosine=True)).item()
 
     @torch.no_grad()
     def rayleigh_quotient(self, h: torch.Tensor) -> float:
         """`sum_{u->v, u != v} ||h_u - h_v||^2 / sum_u ||h_u - mean||^2`.
 
-        0 when all rows are identical (0 / 0: as smooth as it gets, the limit of
-        oversmoothing; the numerator is then 0 too).
+        0 when all rows are identical (0/0, defined as the limit of oversmoothing: the
+        numerator is exactly 0 then).
         """
         rows = self._rows(h)
-        squared_distances, _ = self._pair_products(rows, cosine=False)
+        squared_distances, _ = self._pair_sums(rows, cosine=False)
         _, spread = self._node_sums(rows)
         return self._rayleigh(self._energy(squared_distances), spread).item()
-
-    @staticmethod
-    def _rayleigh(energy: torch.Tensor, spread: torch.Tensor) -> torch.Tensor:
-        # The corrected spread of identical rows can round to a tiny non-zero value of
-        # either sign; their energy is exactly 0.
-        return torch.where(energy == 0, 0.0, energy / spread)
 
     @torch.no_grad()
     def attention_entropy(self, attention: torch.Tensor) -> float:
@@ -310,29 +363,27 @@ class GraphDiagnostics:
 
     @torch.no_grad()
     def layer_stats(self, h: torch.Tensor, attention: torch.Tensor | None = None) -> dict[str, float]:
-        """All metrics of a layer's output `h` (and its `attention`, if given):
+        """All metrics of a layer's output `h` (and of its `attention`, if given):
         `dirichlet_energy`, `mean_average_distance`, `rayleigh_quotient`,
         `attention_entropy` (only with attention) and `output_norm` (`||h||_F`).
 
-        Cheaper than the methods one by one: each pass over `h` and over the edges is
-        made once.
+        Cheaper than the methods one by one: each pass over `h` and the edges is made
+        once, and all values come back in one device-to-host copy.
         """
         rows = self._rows(h)
         weights = None if attention is None else self._attention(attention)
-        squared_norms, spread = self._node_sums(rows)
-        squared_distances, steps_along_second = self._pair_products(rows, cosine=True)
+        norms, spread = self._node_sums(rows)
+        squared_distances, steps_along_second = self._pair_sums(rows, cosine=True)
         energy = self._energy(squared_distances)
         stats = {
             "dirichlet_energy": energy / self.num_nodes,
-            "mean_average_distance": self._mean_cosine_distance(squared_norms, squared_distances, steps_along_second),
+            "mean_average_distance": self._mean_cosine_distance(norms, squared_distances, steps_along_second),
             "rayleigh_quotient": self._rayleigh(energy, spread),
         }
         if weights is not None:
             stats["attention_entropy"] = self._entropy(weights)
-        stats["output_norm"] = squared_norms.to(torch.float64).sum().sqrt()
-        # One device-to-host copy for all of them.
-        values = torch.stack(list(stats.values())).tolist()
-        return dict(zip(stats, values))
+        stats["output_norm"] = norms.dot(norms).sqrt()
+        return dict(zip(stats, torch.stack(list(stats.values())).tolist()))
 
 
 def dirichlet_energy(graph: dgl.DGLGraph, h: torch.Tensor) -> float:
