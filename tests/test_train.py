@@ -27,7 +27,7 @@ SUMMARY_KEYS = {
 
 def tiny(tmp_path: Path, **settings) -> TrainConfig:
     base = dict(
-        dataset="csbm", csbm=TINY_CSBM, depth=2, heads=2, hidden=4, epochs=3,
+        dataset="csbm", csbm=TINY_CSBM, depth=2, heads=2, hidden=4, epochs=3, grad_log_every=1,
         data_root=str(tmp_path / "datasets"),
     )
     return TrainConfig(**{**base, **settings})

@@ -121,7 +121,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--patience", int, "best-val: stop after this many epochs without a better val metric"),
         ("--variant", str, "LipschitzNorm variant: paper or official (default: lipnorm paper, official official)"),
         ("--threads", int, "torch/DGL CPU threads (default 1)"),
-        ("--grad-log-every", int, "log gradient norms and layer statistics every K epochs (default 1)"),
+        ("--grad-log-every", int, "log gradient norms and layer statistics every K epochs, from epoch 1 (default 10)"),
         ("--mask", str, "missing-features mask (.npy) from `lipnorm data mask`"),
         ("--data-root", str, "dataset folder (default resources/datasets)"),
         ("--mirror", str, "dataset mirror folder"),

@@ -147,7 +147,7 @@ class TrainConfig:
     patience: int | None = None
     variant: str | None = None
     threads: int = 1
-    grad_log_every: int = 1
+    grad_log_every: int = 10
     layer_stats: bool = True
     mask: str | None = None
     data_root: str = "resources/datasets"
@@ -690,13 +690,6 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
         step = trainer.train_step()
         # Epoch 1 is always logged: the gradients at initialisation matter most.
         logged = (epoch - 1) % config.grad_log_every == 0
-        if logged:
-            history.gradnorms += [
-                (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
-            ]
-            history.outnorms += [
-                (epoch, layer, norm) for layer, norm in zip(trainer.output_norms.layers, step.output_norms)
-            ]
         val_loss = train_metric = val_metric = test_metric = math.nan
         if step.finite:
             with_stats = logged and config.layer_stats
@@ -704,7 +697,17 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
             if with_stats:
                 history.layerstats += trainer.layer_stats.rows(epoch)
                 stats_epoch = epoch
-        if not math.isfinite(val_loss):
+        diverged = not math.isfinite(val_loss)
+        # The diverged epoch's gradient norms are kept whatever the interval: they show
+        # what blew up.
+        if logged or diverged:
+            history.gradnorms += [
+                (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
+            ]
+            history.outnorms += [
+                (epoch, layer, norm) for layer, norm in zip(trainer.output_norms.layers, step.output_norms)
+            ]
+        if diverged:
             history.diverged_epoch = epoch
             log.warning(
                 "diverged at epoch %d: train loss %r, largest gradient-group norm %r, "
