@@ -16,13 +16,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_runs import write_grid
+from synthetic_runs import (
+    DIAGNOSE_DIVERGED,
+    DIAGNOSE_GRID,
+    LAYER_METRICS,
+    attention_grad_norm,
+    layer_stat,
+    write_diagnose,
+    write_grid,
+)
 
 from lipnorm.aggregate import EXPERIMENTS, write_aggregate
 from lipnorm.cli import main
 from lipnorm.io import write_parquet
 from lipnorm.plots import FIGURES
-from lipnorm.publish import publish, read_runs, regenerate
+from lipnorm.publish import publish, read_runs, read_stored, regenerate
 from lipnorm.tables import write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,6 +66,9 @@ def tree(tmp_path_factory) -> tuple[Path, dict[str, list[dict]]]:
         aggregate = root / experiment / "aggregate"
         write_aggregate([r["run_dir"] for r in records[experiment]], aggregate)
         write_tables(experiment, aggregate, root / experiment / "tables")
+    records["diagnose"] = write_diagnose(run_root / "diagnose")
+    write_aggregate([r["run_dir"] for r in records["diagnose"]], root / "diagnose" / "aggregate")
+    write_tables("diagnose", root / "diagnose" / "aggregate", root / "diagnose" / "tables")
     write_parquet(root / "lipschitz" / "aggregate" / "probe.parquet", PROBE)
     for experiment in EXPERIMENTS:
         for stem in FIGURES[experiment]:
@@ -138,6 +149,10 @@ def test_publish_writes_the_documented_files(tree, published):
         "transformer/transformer_accuracy.pdf", "transformer/transformer_accuracy.png",
         "lipschitz/probe.csv", "lipschitz/lipschitz_probe.pdf", "lipschitz/lipschitz_probe.png",
         "classic/runs.csv", "classic/classic_table.tex",
+        "diagnose/runs.csv", "diagnose/layerstats.csv", "diagnose/gradnorms.csv",
+        "diagnose/diagnose_table.tex",
+        *(f"diagnose/{s}.{f}" for s in ("layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats")
+          for f in ("pdf", "png")),
     }
     written = {p.relative_to(published).as_posix() for p in published.rglob("*") if p.is_file()}
     assert written == expected
@@ -307,6 +322,184 @@ def test_cli_publish(tree, tmp_path, capsys):
     assert f"lipnorm: error: results root {tmp_path / 'absent'} is not a folder" in capsys.readouterr().err
 
 
+# --- diagnose ----------------------------------------------------------------------
+
+DIAGNOSE_KEYS = ["dataset", "missing_rate", "model", "depth", "alpha", "feat_drop", "recipe",
+                 "heads", "hidden", "epochs", "seed"]
+DIAGNOSE_SECTION = "diagnose: why deep models fail (gradients, oversmoothing, attention saturation)"
+STAT_HEADS = {"dirichlet_energy": "Dirichlet energy", "mean_average_distance": "MAD",
+              "rayleigh_quotient": "Rayleigh quotient", "attention_entropy": "Attention entropy",
+              "output_norm": "Output norm"}
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def stats_epoch(record: dict) -> int:
+    """The last epoch with layer statistics: the last epoch, or the one before the
+    epoch a diverged run diverged at (synthetic_runs.write_run)."""
+    return record["epochs"] - (1 if record["status"] == "ok" else 2)
+
+
+def stat_text(value: float | None) -> str:
+    """A diagnostic as summary.md prints it: 3 significant digits in [0.01, 1000), else
+    `m.m × 10ᵉ`; `0` for 0 and `–` for none."""
+    if value is None:
+        return "–"
+    if value == 0:
+        return "0"
+    if 0.01 <= abs(value) < 1000:
+        return f"{value:.3g}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
+def test_diagnose_runs_csv_and_small_aggregates(tree, published):
+    records = tree[1]["diagnose"]
+    folder = published / "diagnose"
+    runs = pd.read_csv(folder / "runs.csv", float_precision="round_trip")
+    assert list(runs.columns) == [*DIAGNOSE_KEYS, "status", "metric", "test_metric",
+                                  "best_val_test", "final_train"]
+    assert runs.equals(runs.sort_values(DIAGNOSE_KEYS, ignore_index=True))
+    expected = pd.DataFrame(
+        [(*(r[k] for k in DIAGNOSE_KEYS), r["status"], "accuracy",
+          r["test_metric"] if r["status"] == "ok" else np.nan, r["test_metric"], r["final_train"])
+         for r in records],
+        columns=runs.columns,
+    ).sort_values(DIAGNOSE_KEYS, ignore_index=True)
+    pd.testing.assert_frame_equal(runs, expected, check_dtype=False)
+    assert set(runs["recipe"]) == {"lipnorm", "official"}
+
+    # layerstats.csv: the five metrics of each run's last layer at its last logged epoch.
+    stats = pd.read_csv(folder / "layerstats.csv", float_precision="round_trip")
+    assert list(stats.columns) == [*DIAGNOSE_KEYS, "epoch", "layer", "metric", "value"]
+    assert len(stats) == len(records) * len(LAYER_METRICS)
+    expected_rows = sorted(
+        (tuple(r[k] for k in DIAGNOSE_KEYS), stats_epoch(r), r["depth"], metric,
+         layer_stat(metric, layer=r["depth"], epoch=stats_epoch(r), **r))
+        for r in records for metric in LAYER_METRICS
+    )
+    stored_rows = sorted(
+        (tuple(row[:len(DIAGNOSE_KEYS)]), *row[len(DIAGNOSE_KEYS):])
+        for row in stats.itertuples(index=False)
+    )
+    assert [row[:4] for row in stored_rows] == [row[:4] for row in expected_rows]
+    np.testing.assert_allclose([row[4] for row in stored_rows],
+                               [row[4] for row in expected_rows], rtol=1e-15)
+
+    # gradnorms.csv: every attention layer's norm (group all) at the first epoch, 0.
+    norms = pd.read_csv(folder / "gradnorms.csv", float_precision="round_trip")
+    assert list(norms.columns) == [*DIAGNOSE_KEYS, "epoch", "layer", "kind", "group", "grad_norm"]
+    assert (norms["epoch"] == 0).all() and (norms["kind"] == "attention").all()
+    assert (norms["group"] == "all").all()
+    assert len(norms) == sum(r["depth"] for r in records)
+    expected_norms = sorted(
+        (tuple(r[k] for k in DIAGNOSE_KEYS), layer, attention_grad_norm(r["model"], layer, 0))
+        for r in records for layer in range(1, r["depth"] + 1)
+    )
+    stored_norms = sorted((tuple(row[:len(DIAGNOSE_KEYS)]), row.layer, row.grad_norm)
+                          for row in norms.itertuples(index=False))
+    assert [row[:2] for row in stored_norms] == [row[:2] for row in expected_norms]
+    np.testing.assert_allclose([row[2] for row in stored_norms],
+                               [row[2] for row in expected_norms], rtol=1e-15)
+
+    # Small: a bounded size per run (layerstats) and per run and layer (gradnorms), i.e.
+    # ~30 kB and ~95 kB for the preset's 69 runs of depths up to 30 (sum of depths ~1,100).
+    assert (folder / "layerstats.csv").stat().st_size <= 600 * len(records)
+    assert (folder / "gradnorms.csv").stat().st_size <= 130 * len(norms)
+    aggregate = tree[0] / "diagnose" / "aggregate"
+    for name in ("layerstats", "gradnorms"):
+        assert (folder / f"{name}.csv").stat().st_size < (aggregate / f"{name}.csv").stat().st_size / 4
+
+
+def diagnose_expected(records: list[dict], depth: int) -> list[dict[str, str]]:
+    """summary.md's rows at `depth`, computed from the values the runs were written with."""
+    def row(name: str, runs: list[dict]) -> dict:
+        diverged = sum(r["status"] == "diverged" for r in runs)
+        stats = {
+            head: None if diverged else float(np.mean([
+                layer_stat(metric, layer=depth, epoch=stats_epoch(r), **r) for r in runs]))
+            for metric, head in STAT_HEADS.items()
+        }
+        ratios = [attention_grad_norm(r["model"], 1, 0) / attention_grad_norm(r["model"], depth, 0)
+                  for r in runs]
+        return {
+            "Model": name,
+            "Feature dropout": f"{runs[0]['feat_drop']:g}",
+            "Test, best val. (%)": cell_text([r["test_metric"] for r in runs], diverged),
+            "Train, last epoch (%)": cell_text([r["final_train"] for r in runs], diverged),
+            **{head: stat_text(value) for head, value in stats.items()},
+            "Gradient ratio, first epoch": stat_text(
+                None if diverged else float(np.exp(np.mean(np.log(ratios))))),
+            "mean": None if diverged else float(np.mean([r["test_metric"] for r in runs])),
+        }
+
+    def where(**equal) -> list[dict]:
+        return [r for r in records if r["depth"] == depth and all(r[k] == v for k, v in equal.items())]
+
+    rows = [row(MODELS[model], where(model=model, feat_drop=drop, alpha=1.0, recipe="lipnorm"))
+            for model in DIAGNOSE_GRID["model"] for drop in sorted(DIAGNOSE_GRID["feat_drop"], reverse=True)]
+    best = max(r["mean"] for r in rows if r["mean"] is not None)
+    for r in rows:
+        if r.pop("mean") == best:
+            r["Test, best val. (%)"] = f"**{r['Test, best val. (%)']}**"
+    extra = [row(f"GAT-Lip, α = {a:g}", where(recipe="lipnorm", alpha=a))
+             for a in sorted({r["alpha"] for r in where(recipe="lipnorm")} - {1.0})]
+    extra += [row(f"GAT-Lip, authors' recipe ({r['heads']}×{r['hidden']}, dropout "
+                  f"{r['feat_drop']:g}, {r['epochs']} epochs)", [r]) for r in where(recipe="official")]
+    for r in extra:
+        r.pop("mean")
+    return rows + extra
+
+
+def test_summary_diagnose_numbers(tree, published):
+    records = tree[1]["diagnose"]
+    tables = summary_tables(published)
+    depths = sorted({r["depth"] for r in records})
+    assert [sub for section, sub in tables if section == DIAGNOSE_SECTION] == [
+        f"Cora, 0% missing features, {d} layers" for d in depths]
+    for depth in depths:
+        assert tables[DIAGNOSE_SECTION, f"Cora, 0% missing features, {depth} layers"] == \
+            diagnose_expected(records, depth), depth
+    # What the synthetic runs make visible: plain GAT's energy is exactly 0 from layer 5,
+    # its deep gradient ratio is 10^5, and the cell with a diverged seed is not averaged.
+    deep = {row["Model"] + " " + row["Feature dropout"]: row
+            for row in tables[DIAGNOSE_SECTION, "Cora, 0% missing features, 6 layers"]}
+    assert deep["GAT 0"]["Dirichlet energy"] == "0"
+    assert deep["GAT 0"]["Gradient ratio, first epoch"] == "1.0 × 10⁵"
+    model, depth, drop, _ = DIAGNOSE_DIVERGED
+    assert depth == 6 and deep[f"{MODELS[model]} {drop:g}"]["MAD"] == "–"
+    assert deep[f"{MODELS[model]} {drop:g}"]["Test, best val. (%)"] == "diverged (1/2)"
+    summary = (published / "summary.md").read_text()
+    assert "`diagnose/layerstats.csv`, `diagnose/gradnorms.csv`" in summary.splitlines()[2]
+    assert "![alpha_layerstats](diagnose/alpha_layerstats.png)" in summary
+    assert "[`diagnose_table.tex`](diagnose/diagnose_table.tex)" in summary
+
+
+def test_diagnose_table_renders_from_the_stored_rows(tree, published):
+    """The stored runs, layerstats and gradnorms hold every row diagnose_table reads."""
+    texts = regenerate(published)
+    assert texts["diagnose/diagnose_table.tex"] == \
+        (tree[0] / "diagnose" / "tables" / "diagnose_table.tex").read_text()
+    stored = read_stored(published / "diagnose")
+    assert sorted(stored) == ["gradnorms", "layerstats", "runs"]
+    assert stored["runs"]["run_dir"].is_unique
+    assert stored["layerstats"]["run_dir"].isin(stored["runs"]["run_dir"]).all()
+
+
+def test_diagnose_without_its_stored_aggregates_is_refused(published, tmp_path):
+    edited = tmp_path / "results"
+    shutil.copytree(published, edited)
+    (edited / "diagnose" / "gradnorms.csv").unlink()
+    with pytest.raises(ValueError, match="gradnorms.csv does not exist"):
+        regenerate(edited)
+    shutil.copyfile(published / "diagnose" / "gradnorms.csv", edited / "diagnose" / "gradnorms.csv")
+    stats = pd.read_csv(edited / "diagnose" / "layerstats.csv")
+    stats.loc[0, "seed"] = 7
+    stats.to_csv(edited / "diagnose" / "layerstats.csv", index=False)
+    orphan = r"layerstats.csv: 1 row \(the first on line 2\) of no run of .*runs.csv"
+    with pytest.raises(ValueError, match=orphan):
+        regenerate(edited)
+
+
 # --- drift -------------------------------------------------------------------------
 
 def published_folders(root: Path) -> list[Path]:
@@ -340,6 +533,36 @@ def test_drift_check_passes_on_a_fresh_publish_and_catches_a_changed_number(publ
     (edited / "classic" / "runs.csv").write_text("\n".join(runs) + "\n")
     with pytest.raises(AssertionError, match="classic_table.tex differs"):
         assert_regenerates(edited)
+
+
+@pytest.mark.parametrize("file, column", [("layerstats.csv", "value"), ("gradnorms.csv", "grad_norm"),
+                                          ("runs.csv", "best_val_test")])
+def test_drift_check_catches_a_changed_diagnose_number(published, tmp_path, file, column):
+    edited = tmp_path / "results"
+    shutil.copytree(published, edited)
+    path = edited / "diagnose" / file
+    frame = pd.read_csv(path, float_precision="round_trip")
+    ok = frame.index[frame["depth"] == 2][0]  # a run whose cells are averaged
+    if file == "gradnorms.csv":  # the deepest layer: it holds the min
+        ok = frame.index[(frame["depth"] == 2) & (frame["layer"] == 2)][0]
+    frame.loc[ok, column] = frame.loc[ok, column] * 0.5
+    frame.to_csv(path, index=False)
+    with pytest.raises(AssertionError, match="diagnose_table.tex differs"):
+        assert_regenerates(edited)
+
+
+def test_drift_check_covers_every_published_folder(tree, published, tmp_path):
+    """docs/results/ holds one folder per publish (default/, deep/, diagnose/, ...): the
+    drift test finds each, e.g. a diagnose-only publish of the preset's results root."""
+    root = tmp_path / "results" / "diagnose"
+    shutil.copytree(tree[0] / "diagnose", root / "diagnose")
+    docs = tmp_path / "docs" / "results"
+    publish(root, docs / "diagnose")
+    shutil.copytree(published, docs / "default")
+    assert published_folders(docs) == [docs / "default", docs / "diagnose"]
+    for folder in published_folders(docs):
+        assert_regenerates(folder)
+    assert "## depth" not in (docs / "diagnose" / "summary.md").read_text()
 
 
 def test_published_results_in_docs_match_the_code():

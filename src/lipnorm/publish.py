@@ -13,15 +13,29 @@ again from the committed files, so published numbers cannot drift from the code.
 - gradients: `gradient_ratios.csv`, RUN_KEYS and `grad_ratio` (per run, the median
   over logged epochs of max/min attention-layer gradient norm, `plots.gradient_ratios`);
 - lipschitz: `probe.csv` (`model, s, kind, estimate`, from `lipnorm probe`);
+- diagnose: `runs.csv` with the columns DIAGNOSE_RUN_COLUMNS instead (the settings
+  that tell the grid, the α study and the authors' recipe apart, and the accuracies
+  the diagnose table reads: `best_val_test`, `final_train`), sorted by
+  DIAGNOSE_RUN_KEYS, and two restrictions of the aggregate tables the diagnose table
+  is built from (`tables.BUILDER_INPUTS`), each row keyed by DIAGNOSE_RUN_KEYS:
+  `layerstats.csv` (`epoch, layer, metric, value`: the five `plots.LAYER_METRICS` of
+  each run's last attention layer, layer = depth, at its last logged epoch, i.e. one
+  row per run and metric) and `gradnorms.csv` (`epoch, layer, kind, group,
+  grad_norm`: each attention layer's gradient norm, group `all`, at the first logged
+  epoch whose max/min ratio is defined, i.e. `depth` rows per run). They are exactly
+  the rows of `layerstats` and `gradnorms` the table reads, so `diagnose_table`
+  itself renders again from them (`read_stored`); for ~70 runs of depth <= 30 they
+  take ~30 kB and ~95 kB.
 
 and `out_dir/summary.md`, the numbers of every experiment, rendered from those files
 only. Before anything is written, every copied table must equal the table rendered
-from the small `runs.csv`: a table older than its aggregate is refused.
+from the small aggregates: a table older than its aggregate is refused.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -39,15 +53,26 @@ from lipnorm.aggregate import (
     seed_cells,
 )
 from lipnorm.io import atomic_dir
-from lipnorm.plots import FIGURES, gradient_ratios
+from lipnorm.plots import (
+    DEFAULT_RECIPE,
+    FIGURES,
+    LAYER_METRICS,
+    gradient_ratios,
+    gradient_ratios_by_epoch,
+    recipe_label,
+    recipes,
+)
 from lipnorm.tables import (
+    BUILDER_INPUTS,
     BUILDERS,
+    DIAGNOSE_STATS,
     EMPTY,
     TABLES,
     best_depths,
     cell_texts,
     classic_table,
     format_cell,
+    number_cell,
     number_text,
     render,
 )
@@ -56,12 +81,37 @@ CELL_SETTINGS = ("dataset", "missing_rate", "model", "depth", "alpha")
 RUN_KEYS = (*CELL_SETTINGS, "seed")
 RUN_COLUMNS = (*RUN_KEYS, "status", "metric", "test_metric")
 PROBE_COLUMNS = ("model", "s", "kind", "estimate")
+# diagnose: the settings the diagnose table groups by (grid: depth, model, feat_drop;
+# extra rows also recipe, alpha, heads, hidden, epochs), besides CELL_SETTINGS.
+DIAGNOSE_CELL_SETTINGS = (*CELL_SETTINGS, "feat_drop", "recipe", "heads", "hidden", "epochs")
+DIAGNOSE_RUN_KEYS = (*DIAGNOSE_CELL_SETTINGS, "seed")
+DIAGNOSE_RUN_COLUMNS = (*DIAGNOSE_RUN_KEYS, "status", "metric", "test_metric",
+                        "best_val_test", "final_train")
+LAYERSTATS_COLUMNS = (*DIAGNOSE_RUN_KEYS, "epoch", "layer", "metric", "value")
+GRADNORMS_COLUMNS = (*DIAGNOSE_RUN_KEYS, "epoch", "layer", "kind", "group", "grad_norm")
 SUMMARY = "summary.md"
 RUNS_FILE = "runs.csv"
 RATIOS_FILE = "gradient_ratios.csv"
 PROBE_FILE = "probe.csv"
+LAYERSTATS_FILE = "layerstats.csv"
+GRADNORMS_FILE = "gradnorms.csv"
+# diagnose: aggregate table -> (stored file, its columns), besides runs.
+DIAGNOSE_FILES = {
+    "layerstats": (LAYERSTATS_FILE, LAYERSTATS_COLUMNS),
+    "gradnorms": (GRADNORMS_FILE, GRADNORMS_COLUMNS),
+}
 LATEX_PM = "$\\pm$"
 MISSING = "–"  # a combination without runs
+
+
+def run_keys(experiment: str) -> tuple[str, ...]:
+    """The columns that identify a run in the experiment's stored `runs.csv`."""
+    return DIAGNOSE_RUN_KEYS if experiment == "diagnose" else RUN_KEYS
+
+
+def run_columns(experiment: str) -> tuple[str, ...]:
+    """The columns of the experiment's stored `runs.csv`."""
+    return DIAGNOSE_RUN_COLUMNS if experiment == "diagnose" else RUN_COLUMNS
 
 
 def publish(results_root: str | os.PathLike, out_dir: str | os.PathLike) -> list[Path]:
@@ -108,14 +158,59 @@ def _publish_experiment(experiment: str, source: Path, target: Path) -> None:
         _write_csv(probe.sort_values(["model", "kind", "s"]), target / PROBE_FILE)
         return
     runs = load_table(aggregate_dir, "runs")
+    keys, columns = list(run_keys(experiment)), list(run_columns(experiment))
+    if experiment == "diagnose":
+        runs = runs.assign(recipe=recipes(runs))  # as the diagnose table reads it
+    absent = [c for c in columns if c not in runs.columns]
+    if absent:
+        raise ValueError(f"{aggregate_dir / 'runs.parquet'} has no column {', '.join(absent)}; "
+                         f"publishing {experiment} needs {', '.join(columns)}")
     # Each cell's seeds must be runs of one setting, or dropping the other settings
     # would merge settings; seed_cells raises naming the runs and the settings that differ.
-    seed_cells(runs, list(CELL_SETTINGS))
-    _write_csv(runs[list(RUN_COLUMNS)].sort_values(list(RUN_KEYS)), target / RUNS_FILE)
+    seed_cells(runs, keys[:-1])
+    _write_csv(runs[columns].sort_values(keys), target / RUNS_FILE)
     if experiment == "gradients":
         ratios = gradient_ratios(load_table(aggregate_dir, "gradnorms"))
         per_run = runs[list(RUN_KEYS)].assign(grad_ratio=runs["run_dir"].map(ratios).to_numpy())
         _write_csv(per_run.sort_values(list(RUN_KEYS)), target / RATIOS_FILE)
+    if experiment == "diagnose":
+        reduced = {
+            "layerstats": last_layer_stats(runs, load_table(aggregate_dir, "layerstats")),
+            "gradnorms": first_epoch_gradnorms(load_table(aggregate_dir, "gradnorms")),
+        }
+        for name, rows in reduced.items():
+            file, stored = DIAGNOSE_FILES[name]
+            rows = rows.merge(runs[["run_dir", *keys]], on="run_dir", how="inner",
+                              validate="many_to_one")
+            order = [*keys, "layer", "metric"] if name == "layerstats" else [*keys, "layer"]
+            _write_csv(rows[list(stored)].sort_values(order), target / file)
+
+
+def last_layer_stats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> pd.DataFrame:
+    """The `layerstats` rows (`run_dir, epoch, layer, metric, value`) of LAYER_METRICS at
+    each run's last attention layer (layer = depth) at its last logged epoch: the epoch
+    the diagnose table reads (the last one with a table metric, DIAGNOSE_STATS; else the
+    last one), so that the table renders from these rows as from all of them."""
+    stats = layerstats.loc[layerstats["run_dir"].isin(runs["run_dir"])
+                           & layerstats["metric"].isin(list(LAYER_METRICS)),
+                           ["run_dir", "epoch", "layer", "metric", "value"]]
+    in_table = stats.loc[stats["metric"].isin(list(DIAGNOSE_STATS))]
+    last = (in_table.groupby("run_dir")["epoch"].max()
+            .combine_first(stats.groupby("run_dir")["epoch"].max()))
+    depth = runs.set_index("run_dir")["depth"]
+    at = stats["epoch"].eq(stats["run_dir"].map(last)) & stats["layer"].eq(stats["run_dir"].map(depth))
+    return stats.loc[at]
+
+
+def first_epoch_gradnorms(gradnorms: pd.DataFrame) -> pd.DataFrame:
+    """The `gradnorms` rows (`run_dir, epoch, layer, kind, group, grad_norm`) of the
+    attention layers (group `all`) at each run's first logged epoch whose max/min ratio
+    (`plots.gradient_ratios_by_epoch`) is not NaN: the ratio the diagnose table reads."""
+    rows = gradnorms.loc[(gradnorms["kind"] == "attention") & (gradnorms["group"] == "all"),
+                         ["run_dir", "epoch", "layer", "kind", "group", "grad_norm"]]
+    ratios = gradient_ratios_by_epoch(rows).dropna().reset_index()
+    first = ratios.groupby("run_dir")["epoch"].min()
+    return rows.loc[rows["epoch"].eq(rows["run_dir"].map(first))]
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -132,11 +227,56 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     return frame
 
 
-def read_runs(folder: str | os.PathLike) -> pd.DataFrame:
-    """A published experiment's `runs.csv`, as a `runs` table the tables code accepts."""
-    runs = _read_csv(Path(folder) / RUNS_FILE, RUN_COLUMNS)
-    runs.attrs["settings"] = list(RUN_KEYS)
+def read_runs(folder: str | os.PathLike, experiment: str | None = None) -> pd.DataFrame:
+    """A published experiment's `runs.csv`, as a `runs` table the tables code accepts
+    (`experiment` defaults to the folder's name). Its `run_dir` names the run's line of
+    `runs.csv` (`<experiment>/runs.csv:<line>`), the key the stored aggregates join on."""
+    folder = Path(folder)
+    experiment = experiment or folder.name
+    runs = _read_csv(folder / RUNS_FILE, run_columns(experiment))
+    runs["run_dir"] = [f"{experiment}/{RUNS_FILE}:{line}" for line in range(2, len(runs) + 2)]
+    runs.attrs["settings"] = list(run_keys(experiment))
     return runs
+
+
+def _diagnose_tables(folder: Path, runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The stored `layerstats.csv` and `gradnorms.csv` as the aggregate tables of the same
+    names: their rows, with the `run_dir` of their run in `runs` (`read_runs`)."""
+    keys = list(DIAGNOSE_RUN_KEYS)
+    tables = {}
+    for name, (file, columns) in DIAGNOSE_FILES.items():
+        stored = _read_csv(folder / file, columns)
+        joined = stored.merge(runs[[*keys, "run_dir"]], on=keys, how="left",
+                              validate="many_to_one")
+        orphans = joined["run_dir"].isna()
+        if orphans.any():
+            count, line = int(orphans.sum()), int(np.flatnonzero(orphans)[0]) + 2
+            raise ValueError(f"{folder / file}: {count} row{'s' * (count > 1)} (the first on "
+                             f"line {line}) of no run of {folder / RUNS_FILE}; publish again")
+        tables[name] = joined.drop(columns=keys)
+    return tables
+
+
+def read_stored(folder: str | os.PathLike, experiment: str | None = None) -> dict[str, pd.DataFrame]:
+    """A published experiment's small aggregates as the aggregate tables the table
+    builders take (`tables.BUILDER_INPUTS`): `runs`, and for diagnose the restrictions
+    `layerstats` and `gradnorms` (the rows the diagnose table reads)."""
+    folder = Path(folder)
+    experiment = experiment or folder.name
+    runs = read_runs(folder, experiment)
+    tables = {"runs": runs}
+    if experiment == "diagnose":
+        tables.update(_diagnose_tables(folder, runs))
+    return tables
+
+
+def _render_table(stem: str, stored: dict[str, pd.DataFrame] | None) -> str:
+    names = BUILDER_INPUTS.get(stem, ("runs",))
+    absent = [name for name in names if stored is None or name not in stored]
+    if absent:
+        raise ValueError(f"table {stem} is built from {', '.join(names)}, but "
+                         f"`lipnorm publish` stores no {', '.join(absent)} for it")
+    return render(*BUILDERS[stem](*(stored[name] for name in names)))
 
 
 def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
@@ -147,11 +287,14 @@ def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
     if not experiments:
         raise ValueError(f"{out} holds no published experiment folder ({', '.join(EXPERIMENTS)})")
     texts: dict[str, str] = {}
+    stored_files = [f"<experiment>/{RUNS_FILE}", f"gradients/{RATIOS_FILE}", f"lipschitz/{PROBE_FILE}"]
+    if "diagnose" in experiments:
+        stored_files += [f"diagnose/{file}" for file, _ in DIAGNOSE_FILES.values()]
     summary = [
         "# Published results",
         "",
         "Written by `lipnorm publish` from the small aggregates in this folder "
-        f"(`<experiment>/{RUNS_FILE}`, `gradients/{RATIOS_FILE}`, `lipschitz/{PROBE_FILE}`); "
+        f"({', '.join(f'`{name}`' for name in stored_files)}); "
         "`tests/test_publish.py` renders this file and every table again from them and "
         "fails when anything differs. Accuracy cells are the test metric ×100, mean ± "
         "sample std over n seeds; `diverged (k/n)` when k of the n seeds diverged (no mean: "
@@ -159,9 +302,10 @@ def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
     ]
     for experiment in experiments:
         folder = out / experiment
-        runs = None if experiment == "lipschitz" else read_runs(folder)
+        stored = None if experiment == "lipschitz" else read_stored(folder, experiment)
+        runs = None if stored is None else stored["runs"]
         for stem in TABLES[experiment]:
-            texts[f"{experiment}/{stem}.tex"] = render(*BUILDERS[stem](runs))
+            texts[f"{experiment}/{stem}.tex"] = _render_table(stem, stored)
         title, section = SECTIONS[experiment]
         summary += ["", f"## {experiment}: {title}", "", *section(folder, runs), *_media(experiment)]
     texts[SUMMARY] = "\n".join(summary) + "\n"
@@ -348,6 +492,83 @@ def _classic_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     ]
 
 
+# Superscripts of a power of ten, as the README prints them (10⁻⁷).
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _number(value: float) -> str:
+    """`tables.number_cell` in markdown: `1.2 × 10⁻⁷` for its LaTeX, MISSING for NaN."""
+    text = number_cell(value)
+    if text == EMPTY:
+        return MISSING
+    power = re.fullmatch(r"\$(\S+) \\times 10\^\{(-?\d+)\}\$", text)
+    return f"{power[1]} × 10{power[2].translate(SUPERSCRIPTS)}" if power else text
+
+
+def _diagnose_row_label(row) -> str:
+    """The grid's rows by model; the α study's and other recipes' rows labelled."""
+    if row.recipe != DEFAULT_RECIPE:
+        return recipe_label(pd.Series(row._asdict()))
+    if row.alpha != 1:
+        return f"{label('model', row.model)}, α = {row.alpha:g}"
+    return label("model", row.model)
+
+
+def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+    stored = _diagnose_tables(folder, runs)
+    keys = list(DIAGNOSE_CELL_SETTINGS)
+    metrics = list(LAYER_METRICS)
+    per_run = (stored["layerstats"].pivot(index="run_dir", columns="metric", values="value")
+               .reindex(index=runs["run_dir"], columns=metrics))
+    ratios = gradient_ratios_by_epoch(stored["gradnorms"]).groupby(level="run_dir").first()
+    per_run["grad_ratio"] = ratios.reindex(runs["run_dir"])
+    per_run = pd.concat([runs[keys].reset_index(drop=True), per_run.reset_index(drop=True)], axis=1)
+    seeds = per_run.groupby(keys, sort=True, dropna=False)
+    means = seeds[metrics].mean().join(
+        seeds["grad_ratio"].agg(lambda r: float(np.exp(np.mean(np.log(r))))))
+    test = seed_cells(runs.assign(test_metric=runs["best_val_test"]), keys)
+    train = seed_cells(runs.assign(test_metric=runs["final_train"]), keys)
+    cells = test[[*keys, "valid", "mean"]].assign(test=_cell_texts(test), train=_cell_texts(train))
+    cells = cells.merge(means.reset_index(), on=keys, how="left", validate="one_to_one")
+    cells.loc[~cells["valid"], [*metrics, "grad_ratio"]] = np.nan  # not averaged, as the table
+    cells["grid"] = (cells["recipe"] == DEFAULT_RECIPE) & (cells["alpha"] == 1)
+    models = ordered("model", cells["model"])
+    cells["order"] = [models.index(m) for m in cells["model"]]
+    cells["row"] = [_diagnose_row_label(row) for row in cells.itertuples(index=False)]
+
+    metric = _metric(runs)
+    lines = [
+        "Why deep models fail. Per depth: the diagnose grid (this pipeline's recipe, α = 1; "
+        "one row per model and feature dropout), then the other runs at that depth, labelled: "
+        "the α study (`model, α = …`) and the authors' recipe. "
+        f"Test {metric} (%) at the best-validation epoch and training {metric} (%) at the "
+        "last epoch: mean ± std (n). The last attention layer's statistics at each run's "
+        f"last logged epoch (`diagnose/{LAYERSTATS_FILE}`): mean over seeds. Gradient "
+        "ratio: max/min over attention layers of the layer's gradient norm at the first "
+        f"logged epoch (`diagnose/{GRADNORMS_FILE}`), geometric mean over seeds. A cell with "
+        f"a diverged seed has no mean ({MISSING}). {_counts(runs)} Bold: the best test "
+        f"{metric} of the grid at each depth."
+    ]
+    for (dataset, rate, depth), block in _blocks(cells, ["dataset", "missing_rate", "depth"]):
+        grid = block.loc[block["grid"]].sort_values(["order", "feat_drop"], ascending=[True, False])
+        extra = block.loc[~block["grid"]].assign(official=lambda b: b["recipe"] != DEFAULT_RECIPE)
+        extra = extra.sort_values(["official", "alpha", "feat_drop"], ascending=[True, True, False])
+        block = pd.concat([grid, extra])
+        best = block.loc[block["grid"], "mean"].max()
+        bold = block["grid"] & block["mean"].eq(best)
+        rows = pd.DataFrame({
+            "Model": block["row"],
+            "Feature dropout": [number_text(d) for d in block["feat_drop"]],
+            "Test, best val. (%)": block["test"].where(~bold, "**" + block["test"] + "**"),
+            "Train, last epoch (%)": block["train"],
+            **{LAYER_METRICS[m][0]: block[m].map(_number) for m in metrics},
+            "Gradient ratio, first epoch": block["grad_ratio"].map(_number),
+        })
+        lines += ["", f"### {label('dataset', dataset)}, {number_text(rate)}% missing features, "
+                  f"{number_text(depth)} layers", "", *_table(rows)]
+    return lines
+
+
 # Each section renders from the experiment's folder and its runs (None for lipschitz).
 SECTIONS: dict[str, tuple[str, Callable[[Path, pd.DataFrame | None], list[str]]]] = {
     "depth": ("accuracy vs depth", _depth_section),
@@ -356,4 +577,6 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, pd.DataFrame | None], list[str]]]
     "transformer": ("graph transformer with and without LipschitzNorm", _transformer_section),
     "lipschitz": ("empirical Lipschitz constant", _lipschitz_section),
     "classic": ("classic GAT next to the published numbers", _classic_section),
+    "diagnose": ("why deep models fail (gradients, oversmoothing, attention saturation)",
+                 _diagnose_section),
 }
