@@ -412,14 +412,20 @@ def epoch_time_vs_edges(times: pd.DataFrame) -> Figure:
 
 # --- diagnose: per-layer representation statistics (layerstats) --------------------
 
-# Metric of `layerstats.parquet` -> (axis label, log axis); rows of panels in this order.
+# Metric of `layerstats.parquet` -> axis label; rows of panels in this order, all on log
+# axes. The attention entropy is drawn as 1 - entropy, its distance from uniform
+# attention: measured entropies sit within 1e-2 of 1, where a [0, 1] axis shows nothing.
 LAYER_METRICS = {
-    "dirichlet_energy": ("Dirichlet energy", True),
-    "mean_average_distance": ("MAD", True),
-    "rayleigh_quotient": ("Rayleigh quotient", True),
-    "attention_entropy": ("Attention entropy", False),
-    "output_norm": ("Output norm", True),
+    "dirichlet_energy": "Dirichlet energy",
+    "mean_average_distance": "MAD",
+    "rayleigh_quotient": "Rayleigh quotient",
+    "attention_entropy": "1 − attention entropy",
+    "output_norm": "Output norm",
 }
+DRAWN_AS_COMPLEMENT = ("attention_entropy",)
+# Floor of 1 - entropy: entropies are computed from float32 attention, so 1 - entropy
+# below ~1e-7 is rounding (an exact 0 is common), not a measured distance.
+COMPLEMENT_FLOOR = 1e-7
 # Line style per feature-dropout rate, largest rate first (solid, dashed, ...).
 DROPOUT_DASHES = ("", (4, 1.5), (1, 1.5), (4, 1.5, 1, 1.5))
 DROPOUT_STYLES = ("-", "--", ":", "-.")
@@ -467,20 +473,17 @@ def _metrics_present(stats: pd.DataFrame) -> list[str]:
 
 
 def _floored(stats: pd.DataFrame) -> pd.DataFrame:
-    """Values of log-axis metrics floored at NORM_FLOOR: an exact 0 (e.g. the energy of
-    identical representations) would otherwise vanish from a log axis."""
-    on_log_axis = stats["metric"].isin([m for m, (_, log) in LAYER_METRICS.items() if log])
-    floored = stats["value"].clip(lower=NORM_FLOOR)
-    return stats.assign(value=stats["value"].where(~on_log_axis, floored))
+    """Values as drawn: the entropy as 1 - entropy (at least COMPLEMENT_FLOOR), then
+    every value floored at NORM_FLOOR: an exact 0 (e.g. the energy of identical representations, or uniform
+    attention) would otherwise vanish from a log axis."""
+    complement = stats["metric"].isin(DRAWN_AS_COMPLEMENT)
+    values = stats["value"].where(~complement, (1.0 - stats["value"]).clip(lower=COMPLEMENT_FLOOR))
+    return stats.assign(value=values.clip(lower=NORM_FLOOR))
 
 
 def _metric_axis(ax, metric: str) -> None:
-    """Log y for the norms and smoothness measures (set before plotting, so that
-    seaborn averages in log space); entropy on [0, 1]."""
-    if LAYER_METRICS[metric][1]:
-        ax.set_yscale("log")
-    else:
-        ax.set_ylim(0.0, 1.0)
+    """Log y (set before plotting, so that seaborn averages in log space)."""
+    ax.set_yscale("log")
 
 
 def _diverged_footnote(fig: Figure, diverged: pd.DataFrame,
@@ -534,6 +537,7 @@ def _model_dropout_panels(runs: pd.DataFrame, layerstats: pd.DataFrame, x: str,
             ax = axes[i, j]
             _metric_axis(ax, metric)
             _depth_axis(ax)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))  # narrow panels
             panel = _where(stats, {"metric": metric, "depth": depth})
             if not panel.empty:
                 sns.lineplot(data=panel, x=x, y="value", hue="model", hue_order=models,
@@ -541,7 +545,7 @@ def _model_dropout_panels(runs: pd.DataFrame, layerstats: pd.DataFrame, x: str,
                              dashes=dashes, errorbar="sd", ax=ax, legend=False)
             ax.set_title(title(depth) if i == 0 else "")
             ax.set_xlabel(("Layer" if x == "layer" else "Epoch") if i == len(metrics) - 1 else "")
-            ax.set_ylabel(LAYER_METRICS[metric][0] if j == 0 else "")
+            ax.set_ylabel(LAYER_METRICS[metric] if j == 0 else "")
     _legend(fig, models, diverged=False, marker=None, extra=_dropout_legend(dropouts),
             ncols=4 if len(depths) > 2 else 3)
     _diverged_footnote(fig, diverged, lambda row: (
@@ -552,8 +556,8 @@ def _model_dropout_panels(runs: pd.DataFrame, layerstats: pd.DataFrame, x: str,
 @_styled
 def layerstats_by_layer(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
     """Each layer statistic against the layer (1 = first attention layer) at each run's
-    last logged epoch: rows of panels per metric (energy, MAD, Rayleigh quotient and
-    output norm on log axes, entropy on [0, 1]), columns per depth, colour per model,
+    last logged epoch: rows of panels per metric (energy, MAD, Rayleigh quotient,
+    1 − attention entropy and output norm, on log axes), columns per depth, colour per model,
     line style per feature-dropout rate. Only the diagnose grid (this pipeline's recipe,
     α = 1). Bands: mean ± std over seeds, in log space on log axes (geometric); a value
     below NORM_FLOOR (an energy of exactly 0) is drawn at NORM_FLOOR."""
@@ -625,7 +629,7 @@ def alpha_layerstats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
             if not theirs.empty:
                 sns.lineplot(data=theirs, x="layer", y="value", color=RECIPE_COLOUR,
                              linestyle="-.", errorbar="sd", ax=ax, legend=False)
-            ax.set_title(LAYER_METRICS[metric][0] if i == 0 else "")
+            ax.set_title(LAYER_METRICS[metric] if i == 0 else "")
             cells = _where(study, {"depth": depth})
             model_names = ", ".join(label("model", m) for m in ordered("model", cells["model"]))
             dropouts = ", ".join(f"{d:g}" for d in sorted(cells["feat_drop"].unique()))
