@@ -328,7 +328,7 @@ DIAGNOSE_KEYS = ["dataset", "missing_rate", "model", "depth", "alpha", "feat_dro
                  "heads", "hidden", "epochs", "seed"]
 DIAGNOSE_SECTION = "diagnose: why deep models fail (gradients, oversmoothing, attention saturation)"
 STAT_HEADS = {"dirichlet_energy": "Dirichlet energy", "mean_average_distance": "MAD",
-              "rayleigh_quotient": "Rayleigh quotient", "attention_entropy": "Attention entropy",
+              "rayleigh_quotient": "Rayleigh quotient", "attention_entropy": "1 − attention entropy",
               "output_norm": "Output norm"}
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -414,9 +414,15 @@ def diagnose_expected(records: list[dict], depth: int) -> list[dict[str, str]]:
     """summary.md's rows at `depth`, computed from the values the runs were written with."""
     def row(name: str, runs: list[dict]) -> dict:
         diverged = sum(r["status"] == "diverged" for r in runs)
-        stats = {
-            head: None if diverged else float(np.mean([
+        means = {
+            metric: None if diverged else float(np.mean([
                 layer_stat(metric, layer=depth, epoch=stats_epoch(r), **r) for r in runs]))
+            for metric in STAT_HEADS
+        }
+        # The entropy is printed as 1 - entropy, as the figures draw it.
+        stats = {
+            head: means[metric] if means[metric] is None or metric != "attention_entropy"
+            else 1.0 - means[metric]
             for metric, head in STAT_HEADS.items()
         }
         ratios = [attention_grad_norm(r["model"], 1, 0) / attention_grad_norm(r["model"], depth, 0)

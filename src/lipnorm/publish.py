@@ -55,6 +55,7 @@ from lipnorm.aggregate import (
 from lipnorm.io import atomic_dir
 from lipnorm.plots import (
     DEFAULT_RECIPE,
+    DRAWN_AS_COMPLEMENT,
     FIGURES,
     LAYER_METRICS,
     gradient_ratios,
@@ -561,7 +562,9 @@ def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
             "Feature dropout": [number_text(d) for d in block["feat_drop"]],
             "Test, best val. (%)": block["test"].where(~bold, "**" + block["test"] + "**"),
             "Train, last epoch (%)": block["train"],
-            **{LAYER_METRICS[m][0]: block[m].map(_number) for m in metrics},
+            # As the figures draw them (the entropy as 1 - entropy, plots.LAYER_METRICS).
+            **{LAYER_METRICS[m]: (1.0 - block[m] if m in DRAWN_AS_COMPLEMENT else block[m]).map(_number)
+               for m in metrics},
             "Gradient ratio, first epoch": block["grad_ratio"].map(_number),
         })
         lines += ["", f"### {label('dataset', dataset)}, {number_text(rate)}% missing features, "
