@@ -369,6 +369,24 @@ def _peak_rss_of(step: Callable[[], Any]) -> tuple[float, float]:
     return peak / 1024, (peak - before) / 1024
 
 
+def _peak_cuda_of(step: Callable[[], Any], device) -> float:
+    """Peak bytes torch allocates on the GPU during `step`, in MB."""
+    import torch
+
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    return torch.cuda.max_memory_allocated(device) / 2**20
+
+
+def _to_device(graph: Graph, device) -> Graph:
+    """`graph` with its structures, inputs and targets on `device`."""
+    if device.type == "cpu":
+        return graph
+    moved = {name: getattr(graph, name).to(device) for name in
+             ("graph", "edge_index", "features", "labels", "train_mask")}
+    return graph._replace(**moved)
+
+
 def _status_kb(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -406,16 +424,18 @@ def _rows(case: Case, impl: str, metric: str, values: Sequence[tuple[int | None,
 
 
 def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None]) -> list[dict]:
-    """Interleaved step times, then peak RSS and per-layer saved bytes, of every
-    implementation of the case's family."""
+    """Interleaved step times, then peak RSS (and on a GPU its peak allocation) and
+    per-layer saved bytes, of every implementation of the case's family, on the device
+    of `graph`."""
     import torch
 
+    device = graph.features.device
     impls = {name: impl for name, impl in implementations().items() if impl.family == case.family}
     steps = {}
     for name, impl in impls.items():
         model = build_bench_model(
             name, graph.features.shape[1], graph.num_classes, case.depth, case.heads, case.hidden
-        ).train()
+        ).train().to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
         structure = graph.structure(impl)
         steps[name] = lambda m=model, o=optimizer, s=structure: train_step(m, o, s, graph)
@@ -428,10 +448,12 @@ def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None
         peak, delta = _peak_rss_of(steps[name])
         rows += _rows(case, name, "peak_rss_mb", [(None, peak)])
         rows += _rows(case, name, "step_rss_mb", [(None, delta)])
+        if device.type == "cuda":
+            rows += _rows(case, name, "peak_cuda_mb", [(None, _peak_cuda_of(steps[name], device))])
         width = case.heads * case.hidden
         torch.manual_seed(0)
-        layer = impls[name].make(width, case.hidden, case.heads, 0.0)
-        feat = torch.randn(graph.nodes, width, requires_grad=True)
+        layer = impls[name].make(width, case.hidden, case.heads, 0.0).to(device)
+        feat = torch.randn(graph.nodes, width, requires_grad=True, device=device)
         saved = saved_tensor_bytes(layer, graph.structure(impls[name]), feat)
         rows += _rows(case, name, "layer_saved_mb", [(None, saved / 2**20)])
     medians = ", ".join(f"{name} {1e3 * np.median([t for _, t in times[name]]):.1f}" for name in impls)
@@ -439,7 +461,9 @@ def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None
     return rows
 
 
-def gradlog_overhead(spec: str, depth: int, plan: Plan, threads: int, root, mirror) -> list[dict]:
+def gradlog_overhead(
+    spec: str, depth: int, plan: Plan, threads: int, root, mirror, device: str = "cpu"
+) -> list[dict]:
     """Step times of `lipnorm train`'s Trainer with and without gradient/output-norm logging.
 
     Uses `Trainer.train_step(instrument=...)`, interleaved on the same model (gat-lip,
@@ -453,7 +477,7 @@ def gradlog_overhead(spec: str, depth: int, plan: Plan, threads: int, root, mirr
         csbm = f"nodes={edges // (CSBM_AVG_DEGREE + 1)},avg_degree={CSBM_AVG_DEGREE},classes={CSBM_CLASSES},feature_dim={CSBM_FEATURES}"
     config = train.TrainConfig(
         dataset=name, model="gat-lip", depth=depth, threads=threads,
-        data_root=str(root), mirror=mirror, csbm=csbm,
+        data_root=str(root), mirror=mirror, csbm=csbm, device=device,
     ).resolved()
     setup = train.prepare(config)
     trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
@@ -478,14 +502,17 @@ def profile_lip(graph: Graph, plan: Plan, heads: int = 8, hidden: int = 8) -> tu
 
     per_impl = {}
     text = []
+    activities = [ProfilerActivity.CPU]
+    if graph.features.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
     for name in ("gat", "gat-lip"):
         model = build_bench_model(
             name, graph.features.shape[1], graph.num_classes, plan.profile_depth, heads, hidden
-        ).train()
+        ).train().to(graph.features.device)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
         for _ in range(2):
             train_step(model, optimizer, graph.graph, graph)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
+        with profile(activities=activities, record_shapes=False) as prof:
             for _ in range(plan.profile_steps):
                 train_step(model, optimizer, graph.graph, graph)
         averages = prof.key_averages()
@@ -590,13 +617,14 @@ def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:
     return plots.save_figure(plots.epoch_time_vs_edges(times), folder / "epoch_time_vs_edges")
 
 
-def _environment(threads: int, command: str, load_start: tuple, load_end: tuple) -> str:
+def _environment(threads: int, command: str, load_start: tuple, load_end: tuple, device: str = "cpu") -> str:
     import dgl
     import torch
     import torch_geometric
 
     return "\n".join([
         f"- command: `{command}`",
+        f"- device: {device}",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.processor() or platform.platform()}",
         f"- threads: torch {threads}, DGL same",
         f"- load average (1, 5, 15 min): start {', '.join(f'{x:.2f}' for x in load_start)}; "
@@ -619,7 +647,7 @@ def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[
         "## Step-time ratios (ratio of medians; paired = per-round ratios, 25th-75th percentile)", "",
         _markdown(ratios.drop(columns=["family"])), "",
     ]
-    memory = frame[frame["metric"].isin(["peak_rss_mb", "step_rss_mb", "layer_saved_mb"])]
+    memory = frame[frame["metric"].isin(["peak_rss_mb", "step_rss_mb", "peak_cuda_mb", "layer_saved_mb"])]
     if not memory.empty:
         table = memory.pivot_table(
             index=["family", "dataset", "edges", "depth", "heads", "hidden", "implementation"],
@@ -656,14 +684,20 @@ def run_benchmark(
     root: str | os.PathLike = "resources/datasets",
     mirror: str | None = None,
     log: Callable[[str], None] | None = None,
+    device: str = "cpu",
 ) -> list[Path]:
-    """Run the benchmark (`QUICK` or `FULL` plan) and write its outputs into `out`.
+    """Run the benchmark (`QUICK` or `FULL` plan) on `device` (`lipnorm.device`) and
+    write its outputs into `out`.
 
     Progress goes to `log` (default: stderr); returns the paths written.
     """
     import dgl
     import torch
 
+    from lipnorm.device import resolve_device, use_device
+
+    target = resolve_device(device)  # first: a refused device leaves nothing behind
+    use_device(target)
     require_pyg()
     if threads is not None:
         if threads < 1:
@@ -673,14 +707,16 @@ def run_benchmark(
     threads = torch.get_num_threads()
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     plan = QUICK if quick else FULL
-    command = "lipnorm bench" + (" --quick" if quick else "") + f" --out {out} --threads {threads}"
+    command = (
+        "lipnorm bench" + (" --quick" if quick else "") + f" --out {out} --threads {threads} --device {target}"
+    )
     load_start = os.getloadavg()
     rows: list[dict] = []
     skipped = []
     graphs: dict[str, Graph] = {}
     for spec, case in cases(plan):
         if spec not in graphs:
-            graphs = {spec: load_graph(spec, root, mirror)}  # one graph in memory at a time
+            graphs = {spec: _to_device(load_graph(spec, root, mirror), target)}  # one at a time
         graph = graphs[spec]
         case = case._replace(nodes=graph.nodes, edges=graph.edges)
         need = estimated_step_gflop(
@@ -692,14 +728,14 @@ def run_benchmark(
             continue
         rows += measure_case(case, graph, plan, log)
     profile_spec = f"csbm-{plan.profile_edges}"
-    graphs = {profile_spec: graphs.get(profile_spec) or load_graph(profile_spec, root, mirror)}
+    graphs = {profile_spec: graphs.get(profile_spec) or _to_device(load_graph(profile_spec, root, mirror), target)}
     profile_text, profile_ops = profile_lip(graphs[profile_spec], plan)
     gradlog_spec = "cora" if "cora" in plan.datasets else plan.datasets[0]
     for depth in plan.gradlog_depths:
-        rows += gradlog_overhead(gradlog_spec, depth, plan, threads, root, mirror)
+        rows += gradlog_overhead(gradlog_spec, depth, plan, threads, root, mirror, str(target))
         log(f"gradient-logging overhead measured on {gradlog_spec}, depth {depth}")
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    env = _environment(threads, command, load_start, os.getloadavg())
+    env = _environment(threads, command, load_start, os.getloadavg(), str(target))
     with atomic_dir(out) as tmp:
         frame.to_csv(tmp / "measurements.csv", index=False)
         (tmp / "profile_gat_8x8.txt").write_text(profile_text)

@@ -13,6 +13,10 @@ import sys
 
 # `lipnorm.nn.models.RECIPES`, spelt here so that `lipnorm --help` imports no torch.
 RECIPES = ("lipnorm", "official")
+DEVICE_HELP = (
+    "cpu (default), cuda, cuda:N or auto (cuda if torch sees a GPU and DGL has CUDA, else "
+    "cpu); cuda needs DGL's CUDA build (README)"
+)
 
 
 class UsageError(Exception):
@@ -121,6 +125,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--patience", int, "best-val: stop after this many epochs without a better val metric"),
         ("--variant", str, "LipschitzNorm variant: paper or official (default: lipnorm paper, official official)"),
         ("--threads", int, "torch/DGL CPU threads (default 1)"),
+        ("--device", str, DEVICE_HELP),
         ("--grad-log-every", int, "log gradient norms and layer statistics every K epochs, from epoch 1 (default 10)"),
         ("--mask", str, "missing-features mask (.npy) from `lipnorm data mask`"),
         ("--data-root", str, "dataset folder (default resources/datasets)"),
@@ -211,13 +216,16 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--threads", type=int, help="torch/DGL CPU threads (default: torch's default)")
     bench.add_argument("--data-root", default="resources/datasets", help="dataset folder (default: %(default)s)")
     bench.add_argument("--mirror", metavar="DIR", help="dataset mirror (default: $LIPNORM_DATA_MIRROR)")
+    bench.add_argument("--device", default="cpu", help=DEVICE_HELP)
     bench.set_defaults(handler=_bench)
 
 
 def _bench(args: argparse.Namespace) -> int:
     from lipnorm.bench import run_benchmark
 
-    return _print_paths(run_benchmark(args.out, args.quick, args.threads, args.data_root, args.mirror))
+    return _print_paths(
+        run_benchmark(args.out, args.quick, args.threads, args.data_root, args.mirror, device=args.device)
+    )
 
 
 def _add_probe(sub: argparse._SubParsersAction) -> None:
@@ -234,6 +242,7 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:
         "--scales", type=_scales, default="1,10,100,1000", help="input scales s, comma-separated (default: %(default)s)"
     )
     probe.add_argument("--iters", type=int, default=100, help="Lanczos steps at most (default: %(default)s)")
+    probe.add_argument("--device", default="cpu", help=DEVICE_HELP)
     probe.set_defaults(handler=_probe)
 
 
@@ -247,7 +256,7 @@ def _scales(text: str) -> list[float]:
 def _probe(args: argparse.Namespace) -> int:
     from lipnorm.lipschitz import write_probe
 
-    return _print_paths(write_probe(args.out_dir, args.seed, args.scales, args.iters))
+    return _print_paths(write_probe(args.out_dir, args.seed, args.scales, args.iters, device=args.device))
 
 
 def _add_publish(sub: argparse._SubParsersAction) -> None:

@@ -110,15 +110,18 @@ def estimate_lipschitz(
     (J v by double backward, since J^T u is linear in u; J^T w by one backward) but
     converges in far fewer steps when the top singular values are close, which they are
     for multi-head layers. The layer is copied to float64 in eval mode (no dropout);
-    `layer` itself is left as it is. Stops after `iters` steps, once the estimate changes
+    `layer` itself is left as it is. The products run on `feat`'s device (the layer copy
+    and the graph are moved there). Stops after `iters` steps, once the estimate changes
     by at most `tol` (relative), or once the Krylov space is exhausted (then it is exact).
     """
     if iters < 1:
         raise ValueError(f"iters must be at least 1, got {iters}")
-    layer = copy.deepcopy(layer).double().eval()
+    layer = copy.deepcopy(layer).double().eval().to(feat.device)
+    graph = graph.to(feat.device)
     x = feat.detach().to(torch.float64).requires_grad_(True)
     generator = torch.Generator().manual_seed(seed)
-    v = torch.randn(x.numel(), generator=generator, dtype=torch.float64)
+    # Drawn on the CPU whatever the device: the same start vector everywhere.
+    v = torch.randn(x.numel(), generator=generator, dtype=torch.float64).to(x.device)
     v = v / torch.linalg.vector_norm(v)
     with _probe_context():
         y = layer(graph, x)
@@ -245,9 +248,17 @@ def probe_table(
     iters: int = 100,
     models: Sequence[str] = tuple(PROBE_MODELS),
     kinds: Sequence[str] = KINDS,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Columns `model, s, kind, estimate`: the Jacobian norm of each model's probe layer at
-    each kind of input direction scaled by each s (same graph, weights and direction)."""
+    each kind of input direction scaled by each s (same graph, weights and direction).
+
+    Layers and inputs are built on the CPU (the same numbers on any device), the
+    Jacobian products run on `device` (`lipnorm.device.resolve_device`)."""
+    from lipnorm.device import resolve_device, use_device
+
+    target = resolve_device(device)
+    use_device(target)
     for s in scales:
         if not (math.isfinite(s) and s > 0):
             raise ValueError(f"scales must be finite and positive, got {s!r}")
@@ -264,7 +275,7 @@ def probe_table(
                     feat = tied_probe_input(layer, graph.num_nodes(), scale=s, seed=seed)
                 else:
                     feat = random_probe_input(graph.num_nodes(), PROBE_IN_FEATS, scale=s, seed=seed)
-                estimate = estimate_lipschitz(layer, graph, feat, iters=iters, seed=seed)
+                estimate = estimate_lipschitz(layer, graph, feat.to(target), iters=iters, seed=seed)
                 rows.append({"model": model, "s": float(s), "kind": kind, "estimate": estimate})
     return pd.DataFrame(rows, columns=["model", "s", "kind", "estimate"])
 
@@ -274,10 +285,11 @@ def write_probe(
     seed: int = 0,
     scales: Sequence[float] = DEFAULT_SCALES,
     iters: int = 100,
+    device: str = "cpu",
 ) -> list[Path]:
     """`probe_table` written to `out_dir/probe.parquet` and `out_dir/probe.csv`
     (atomically); returns the two paths."""
-    table = probe_table(seed=seed, scales=scales, iters=iters)
+    table = probe_table(seed=seed, scales=scales, iters=iters, device=device)
     parquet, csv = Path(out_dir) / "probe.parquet", Path(out_dir) / "probe.csv"
     write_parquet(parquet, table)
     with atomic_path(csv) as tmp:

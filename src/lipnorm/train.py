@@ -39,7 +39,6 @@ import logging
 import math
 import platform
 import random
-import resource
 import sys
 import time
 import typing
@@ -56,6 +55,7 @@ from tqdm import tqdm
 
 import lipnorm
 from lipnorm import data
+from lipnorm.device import check_device, peak_memory_mb, resolve_device, use_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.nn.models import (
@@ -153,6 +153,8 @@ class TrainConfig:
     data_root: str = "resources/datasets"
     mirror: str | None = None
     csbm: str | None = None
+    # cpu, cuda, cuda:N or auto (lipnorm.device); `run` records the device it resolved to.
+    device: str = "cpu"
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> TrainConfig:
@@ -226,6 +228,7 @@ class TrainConfig:
         for name in ("threads", "grad_log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        check_device(self.device)
         if self.mask is not None and not Path(self.mask).is_file():
             raise ValueError(f"mask file {self.mask!r} does not exist")
         if self.csbm is not None:
@@ -370,7 +373,11 @@ class Setup(NamedTuple):
 
 
 def prepare(config: TrainConfig) -> Setup:
-    """Seed, load the data, apply the missing-features mask, build the model."""
+    """Seed, load the data, apply the missing-features mask, build the model, and move
+    graph, features, labels, masks and model to `config.device`."""
+    # First: an unusable device is refused before anything is loaded.
+    device = resolve_device(config.device)
+    use_device(device)
     # DGL's kernels run on their own OpenMP pool: limit both.
     torch.set_num_threads(config.threads)
     dgl.utils.set_num_threads(config.threads)
@@ -387,7 +394,19 @@ def prepare(config: TrainConfig) -> Setup:
     features = data.apply_missing_features(dataset.features, mask)
     model_config = config.model_config(dataset.features.shape[1], dataset.num_classes).resolved()
     model = build_model(model_config)
-    return Setup(dataset, features, model, model_config, int(np.count_nonzero(mask)))
+    erased = int(np.count_nonzero(mask))
+    if device.type != "cpu":
+        dataset = dataclasses.replace(
+            dataset,
+            graph=dataset.graph.to(device),
+            features=dataset.features.to(device),
+            labels=dataset.labels.to(device),
+            train_mask=dataset.train_mask.to(device),
+            val_mask=dataset.val_mask.to(device),
+            test_mask=dataset.test_mask.to(device),
+        )
+        features, model = features.to(device), model.to(device)
+    return Setup(dataset, features, model, model_config, erased)
 
 
 class StepResult(NamedTuple):
@@ -415,7 +434,8 @@ class GradientNorms:
         # Squares in float64: a float32 square overflows at norms of ~1e19.
         squares = torch.stack(per_param).double().square()
         index = self.index if len(present) == len(self.params) else self.index[present]
-        totals = torch.zeros(len(self.keys), dtype=torch.float64).index_add_(0, index, squares)
+        totals = torch.zeros(len(self.keys), dtype=torch.float64, device=squares.device)
+        totals.index_add_(0, index.to(squares.device), squares)
         return totals.sqrt()
 
 
@@ -575,11 +595,6 @@ def _versions() -> dict[str, str]:
     }
 
 
-def _peak_memory_mb() -> float:
-    # ru_maxrss is in KiB on Linux.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 class _TqdmHandler(logging.Handler):
     """Messages to stderr without breaking the progress bar."""
 
@@ -628,6 +643,8 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
     """
     started = time.perf_counter()
     config = config.resolved()
+    # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
+    config = dataclasses.replace(config, device=str(resolve_device(config.device)))
     setup = prepare(config)
     config = dataclasses.replace(
         config, feat_drop=setup.model_config.feat_drop, attn_drop=setup.model_config.attn_drop
@@ -789,7 +806,7 @@ def _summary(
         "epochs_run": len(rows),
         "wall_time_s": time.perf_counter() - started,
         "mean_epoch_s": float(np.mean([row["seconds"] for row in rows])) if rows else None,
-        "peak_memory_mb": _peak_memory_mb(),
+        "peak_memory_mb": peak_memory_mb(setup.features.device),
         "num_params": _num_params(setup.model),
         "versions": _versions(),
         "device": str(setup.features.device),

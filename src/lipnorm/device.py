@@ -1,0 +1,107 @@
+"""Where a run computes: parse `--device`, check that CUDA is usable, measure memory.
+
+`resolve_device(text)` turns `cpu`, `cuda`, `cuda:N` or `auto` (CUDA if usable, else the
+CPU) into a `torch.device`, or raises ValueError naming the value: a malformed string
+names the allowed forms; a CUDA device that torch cannot see, or a DGL built without
+CUDA, names the device and how to install DGL's CUDA build. Call it before anything is
+loaded or written, so a refused device leaves nothing behind.
+
+CUDA needs both halves: torch with a visible GPU (`torch.cuda.is_available()`) and a DGL
+build with CUDA kernels. DGL registers its CUDA device API as the global function
+`device_api.cuda` only in its CUDA builds, so its presence is the probe (`nd.gpu(0).exist`
+cannot tell "no CUDA build" from "no GPU").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+
+import torch
+
+DEVICE_FORMS = "cpu, cuda, cuda:N (N a GPU index: 0, 1, ...) or auto (cuda if usable, else cpu)"
+_DEVICE_RE = re.compile(r"cpu|auto|cuda(:\d+)?")
+# DGL's wheels for this stack (DGL 2.1, torch 2.2); PyPI and this project's registry have
+# the CPU build only.
+DGL_CUDA_INSTALL = (
+    "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html "
+    "(or .../torch-2.2/cu118/repo.html for CUDA 11.8; see https://www.dgl.ai/pages/start.html)"
+)
+
+
+def check_device(text: str) -> str:
+    """`text` if it is a device this project accepts, else ValueError naming it."""
+    if not isinstance(text, str) or not _DEVICE_RE.fullmatch(text):
+        raise ValueError(f"unknown device {text!r}; allowed: {DEVICE_FORMS}")
+    return text
+
+
+def dgl_has_cuda() -> bool:
+    """Whether the installed DGL was built with CUDA (its CUDA device API is registered)."""
+    import dgl  # noqa: F401  (loads libdgl, which registers the device APIs)
+    from dgl._ffi.function import get_global_func
+
+    return get_global_func("device_api.cuda", allow_missing=True) is not None
+
+
+def cuda_problem(index: int | None = None) -> str | None:
+    """Why CUDA device `index` (None: the current one) cannot be used, or None if it can."""
+    if not torch.cuda.is_available():
+        return (
+            f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is "
+            "False: no GPU, no driver, or a CPU-only torch)"
+        )
+    if index is not None and index >= torch.cuda.device_count():
+        return f"torch sees {torch.cuda.device_count()} CUDA device(s), numbered from 0"
+    if not dgl_has_cuda():
+        import dgl
+
+        return f"DGL {dgl.__version__} is a CPU-only build (it has no CUDA kernels)"
+    return None
+
+
+def resolve_device(text: str) -> torch.device:
+    """The `torch.device` that `text` asks for; `auto` is cuda if usable, else cpu."""
+    check_device(text)
+    if text == "cpu":
+        return torch.device("cpu")
+    if text == "auto":
+        return torch.device("cuda" if cuda_problem() is None else "cpu")
+    index = int(text.split(":")[1]) if ":" in text else None
+    problem = cuda_problem(index)
+    if problem is not None:
+        raise ValueError(
+            f"device {text!r} cannot be used: {problem}. A GPU run needs a CUDA GPU, torch "
+            f"with CUDA (PyPI's torch 2.2.1 is one) and DGL's CUDA build, which is not on "
+            f"PyPI: {DGL_CUDA_INSTALL}. Use --device cpu (or auto) otherwise"
+        )
+    return torch.device(text)
+
+
+def use_device(device: torch.device) -> None:
+    """Make `device` current and, on CUDA, ask torch for deterministic kernels.
+
+    Not every CUDA kernel has a deterministic version: DGL's GSpMM (its message passing:
+    scatter-based sum/max) accumulates with atomics on CUDA, so its backward (and a sum's
+    rounding order) can differ between runs; torch then warns rather than fails
+    (`warn_only=True`). On the CPU nothing changes: runs are already bit-identical.
+    """
+    if device.type != "cuda":
+        return
+    # cuBLAS reads it when its first handle is created, i.e. before the first matmul.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.cuda.set_device(device)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory in MB on `device`: torch's peak allocation on a GPU (since `use_device`),
+    the process's peak resident set size on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
