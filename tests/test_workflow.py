@@ -142,7 +142,26 @@ def test_schema_enums_are_the_library_names():
     assert axes["models"]["items"]["enum"] == list(MODEL_NAMES)
     from lipnorm.nn.models import RECIPES
 
-    assert grid_props["train"]["properties"]["recipe"]["enum"] == list(RECIPES)
+    train_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_settings"]["properties"]
+    assert grid_props["train"] == {"description": grid_props["train"]["description"], "$ref": "#/$defs/train_settings"}
+    assert train_props["recipe"]["enum"] == list(RECIPES)
+
+
+def test_schema_train_settings_are_train_config_fields_and_devices_agree():
+    import dataclasses
+
+    from lipnorm.device import check_device
+    from lipnorm.train import TrainConfig
+
+    train_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_settings"]["properties"]
+    assert set(train_props) <= {field.name for field in dataclasses.fields(TrainConfig)}
+    pattern = re.compile(train_props["device"]["pattern"])
+    for text in ("cpu", "auto", "cuda", "cuda:0", "cuda:10", "gpu", "cuda:x", "cuda:", "CPU", "cuda:-1"):
+        try:
+            accepted = check_device(text) == text
+        except ValueError:
+            accepted = False
+        assert bool(pattern.search(text)) is accepted, text
 
 
 def test_schema_csbm_fields_are_the_csbm_parameters():
@@ -289,6 +308,64 @@ def test_run_directories_spell_numbers_exactly(tmp_path):
         f"results/alpha/runs/csbm/gat-lip/L3/a{a}/r12.5/s0" for a in ("0.00001", "0.1", "2")
     ]
     assert "--weight-decay 0.0005" in proc.stdout and "e-0" not in proc.stdout
+
+
+def train_commands_of(output: str) -> list[str]:
+    return [line for line in output.splitlines() if "lipnorm train " in line]
+
+
+def test_device_reaches_every_train_job_and_an_experiment_setting_wins(tmp_path):
+    config = load_preset("smoke")
+    config["train"] = {"device": "cuda"}
+    config["experiments"]["classic"]["train"]["device"] = "cpu"
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", write_config(tmp_path / "gpu.yaml", config))
+    commands = train_commands_of(proc.stdout)
+    classic = [c for c in commands if "--out results/classic/" in c]
+    assert classic and all("--device cpu " in c for c in classic)
+    others = [c for c in commands if c not in classic]
+    assert others and all("--device cuda " in c for c in others)
+
+
+@pytest.mark.parametrize("where", ["top", "experiment"])
+def test_an_unknown_device_is_rejected_naming_the_key(tmp_path, where):
+    config = load_preset("smoke")
+    block = config.setdefault("train", {}) if where == "top" else config["experiments"]["depth"]["train"]
+    block["device"] = "gpu"
+    proc = snakemake(tmp_path, "-n", "--configfile", write_config(tmp_path / "bad.yaml", config), check=False)
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "'gpu' does not match '^(cpu|auto|cuda(:[0-9]+)?)$'" in output
+    key = "['train']['device']" if where == "top" else "['experiments']['depth']['train']['device']"
+    assert f"On instance{key}" in output
+    assert not (tmp_path / "results").exists()
+
+
+def test_slurm_profile_gpu_example_trains_on_the_gpu_it_requests(tmp_path):
+    """profiles/slurm with its commented GPU lines uncommented: every train job asks SLURM
+    for a GPU and runs `lipnorm train --device cuda` (dry run: no cluster needed)."""
+    text = (REPO / "profiles" / "slurm" / "config.v9+.yaml").read_text()
+    example = ["    # gpu: 1", "# config:", "#   train:", "#     device: cuda"]
+    assert all(line in text.splitlines() for line in example)
+    for line in example:
+        text = text.replace(line + "\n", line.replace("# ", "", 1) + "\n")
+    profile = yaml.safe_load(text)
+    assert profile["set-resources"]["train"]["gpu"] == 1 and profile["config"] == {"train": {"device": "cuda"}}
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile" / "config.v9+.yaml").write_text(text)
+    cmd = [
+        SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path / "work"),
+        "--workflow-profile", str(tmp_path / "profile"), "--configfile", str(PRESETS["smoke"]), "-n", "-p",
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    commands = train_commands_of(proc.stdout)
+    assert len(commands) == expected_job_counts(load_preset("smoke"))["train"]
+    assert all("--device cuda " in c for c in commands)
+    # Each train job's resources carry the GPU (Snakemake prints them per job).
+    jobs = proc.stdout.split("\nrule ")
+    train_jobs = [job for job in jobs if job.startswith("train:")]
+    assert len(train_jobs) == len(commands)
+    assert all(re.search(r"resources: .*\bgpu=1\b", job) for job in train_jobs)
 
 
 def test_arms_run_in_their_own_folders_with_their_own_settings(tmp_path):

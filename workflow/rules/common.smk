@@ -75,7 +75,9 @@ def dataset_ready(wildcards):
 
 
 def train_args(wildcards):
-    return grid.option_args(RUN_GROUPS[wildcards.run_group]["train"])
+    """The run group's `train` settings over the config's top-level ones (e.g. device)."""
+    settings = {**config.get("train", {}), **RUN_GROUPS[wildcards.run_group]["train"]}
+    return grid.option_args(settings)
 
 
 def run_summaries(wildcards):
