@@ -4,7 +4,7 @@ Run with a profile (`snakemake --profile profiles/default`); pick a preset with
 `--configfile config/presets/{smoke,paper}.yaml`. See workflow/rules/*.smk.
 """
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -12,9 +12,7 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
+# common.smk validates the config (workflow/schemas/config.schema.yaml) first.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

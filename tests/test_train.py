@@ -477,6 +477,30 @@ def test_cli_reads_the_config_file_and_names_an_unknown_key(tmp_path, capsys):
     assert "'epoch'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_config_file_numbers_as_people_write_them(tmp_path, suffix):
+    text = (
+        "lr: 5e-3\nweight_decay: 5e-4\nalpha: 1E1\n" if suffix == ".yaml"
+        else '{"lr": 5e-3, "weight_decay": 5e-4, "alpha": 1E1}'
+    )
+    (tmp_path / f"run{suffix}").write_text(text)
+    out = tmp_path / "run"
+    args = ["train", "--config", str(tmp_path / f"run{suffix}"), "--dataset", "csbm", "--csbm", TINY_CSBM,
+            "--heads", "2", "--hidden", "4", "--epochs", "2", "--data-root", str(tmp_path / "datasets")]
+    assert cli.main([*args, "--out", str(out)]) == 0
+    config = json.loads((out / "summary.json").read_text())["config"]
+    assert (config["lr"], config["weight_decay"], config["alpha"]) == (0.005, 0.0005, 10.0)
+
+
+def test_config_file_non_numbers_are_errors_naming_the_key(tmp_path, capsys):
+    (tmp_path / "run.yaml").write_text("lr: abc\n")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    assert "lipnorm: error: lr must be a number or null, got 'abc'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.fixture(scope="module")
 def cora_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("datasets")

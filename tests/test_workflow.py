@@ -368,6 +368,43 @@ def test_slurm_profile_gpu_example_trains_on_the_gpu_it_requests(tmp_path):
     assert all(re.search(r"resources: .*\bgpu=1\b", job) for job in train_jobs)
 
 
+NUMBERS_AS_WRITTEN = """\
+results: results
+resources: resources
+data: {mirror: null}
+datasets:
+  csbm: {nodes: 2e2, signal: 1E0}
+train: {weight_decay: 5e-4}
+experiments:
+  alpha:
+    grid: {datasets: [csbm], models: [gat-lip], depths: [2], alphas: [1e-1, 1E1], missing_rates: [0], seeds: [0]}
+    train: {epochs: 1e1, lr: 5e-3}
+"""
+
+
+def test_numbers_as_people_write_them_pass_validation_and_reach_the_jobs(tmp_path):
+    # Snakemake reads YAML 1.1: these are strings until the workflow turns them into numbers.
+    assert yaml.safe_load(NUMBERS_AS_WRITTEN)["experiments"]["alpha"]["train"]["lr"] == "5e-3"
+    (tmp_path / "numbers.yaml").write_text(NUMBERS_AS_WRITTEN)
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", tmp_path / "numbers.yaml")
+    commands = train_commands_of(proc.stdout)
+    assert len(commands) == 2
+    for alpha, command in zip(("0.1", "10"), sorted(commands, key=lambda c: "--alpha 10 " in c)):
+        assert f"--alpha {alpha} " in command and f"/a{alpha}/r0/s0" in command
+        assert "--epochs 10 --lr 0.005 " in command and "--weight-decay 0.0005 " in command
+        assert "--csbm nodes=200,signal=1 " in command
+
+
+def test_a_non_number_where_the_schema_wants_one_is_rejected_naming_the_key(tmp_path):
+    (tmp_path / "bad.yaml").write_text(NUMBERS_AS_WRITTEN.replace("lr: 5e-3", "lr: abc"))
+    proc = snakemake(tmp_path, "-n", "--configfile", tmp_path / "bad.yaml", check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "'abc' is not of type 'number'" in output
+    assert "On instance['experiments']['alpha']['train']['lr']" in output
+    assert not (tmp_path / "results").exists()
+
+
 def test_arms_run_in_their_own_folders_with_their_own_settings(tmp_path):
     """The diagnose preset's arms: each arm's runs under <results>/diagnose/<arm>/runs/,
     trained with that arm's settings, and one aggregate of every arm."""

@@ -299,9 +299,9 @@ def load_config(path: str | Path | None, overrides: Mapping[str, Any]) -> TrainC
         if path.suffix == ".json":
             loaded = json.loads(text)
         else:
-            import yaml
+            from lipnorm.numbers import load_yaml
 
-            loaded = yaml.safe_load(text)
+            loaded = load_yaml(text)  # YAML 1.2 numbers: `lr: 5e-3` is a number
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {str(path)!r} must hold a mapping of settings")
         # Normalise keys now so that a file's `missing-rate` and a flag's `missing_rate`

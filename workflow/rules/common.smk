@@ -1,10 +1,12 @@
-"""Turn the validated config into target paths; all other logic lives in src/lipnorm."""
+"""Validate the config, turn it into target paths; all other logic lives in src/lipnorm."""
 
 import os
 import shlex
 import sys
 
-from lipnorm import grid
+from snakemake.utils import validate
+
+from lipnorm import grid, numbers
 from lipnorm.aggregate import AGGREGATE_TABLES
 from lipnorm.plots import FIGURES
 from lipnorm.tables import TABLES
@@ -12,6 +14,13 @@ from lipnorm.tables import TABLES
 # `make run` calls .venv/bin/snakemake without activating the venv: the `lipnorm`
 # entry point sits beside the interpreter running Snakemake, so jobs find it first.
 shell.prefix(f'export PATH={shlex.quote(os.path.dirname(sys.executable))}:"$PATH"; ')
+
+
+# Numbers as people write them (`lr: 5e-4`, which YAML 1.1 reads as a string) become
+# numbers wherever the schema expects one; then the schema checks everything.
+SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+numbers.coerce_numbers(config, numbers.read_schema(SCHEMA))
+validate(config, SCHEMA)
 
 
 RESULTS = config["results"]
