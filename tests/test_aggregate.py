@@ -19,6 +19,7 @@ from lipnorm.aggregate import (
     seed_cells,
     settings_columns,
     write_aggregate,
+    write_run_list,
 )
 
 GRID = {"dataset": ["cora", "citeseer"], "model": ["gat", "gat-lip"]}
@@ -203,3 +204,87 @@ def test_settings_that_follow_the_seed_do_not_split_a_cell(tmp_path):
     ])["runs"]
     (cell,) = seed_cells(runs, ["dataset", "model"]).to_dict("records")
     assert (cell["n"], cell["mean"]) == (3, pytest.approx(60.0))
+
+
+# --- run lists: grids larger than a command line ----------------------------------
+
+
+def test_aggregate_reads_more_run_directories_than_a_command_line_holds(tmp_path, capsys):
+    import errno
+    import subprocess
+
+    from lipnorm import cli
+
+    first = tmp_path / "grid" / ("x" * 120) / "run-0000"
+    write_run(first, test_metric=0.5, seed=0)
+    summary = json.loads((first / "summary.json").read_text())
+    run_dirs = [first]
+    # Copies that differ in their seed, at long paths: > 200 000 bytes of paths in all.
+    for seed in range(1, 900):
+        run_dir = tmp_path / "grid" / ("x" * 120) / f"run-{seed:04d}-{'y' * 100}"
+        shutil.copytree(first, run_dir)
+        summary["config"]["seed"] = seed
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        run_dirs.append(run_dir)
+    joined = " ".join(map(str, run_dirs))
+    assert len(joined) > 200_000
+    # One shell command holding them is one argument over Linux's 128 KiB limit.
+    with pytest.raises(OSError) as err:
+        subprocess.run(["bash", "-c", f"lipnorm aggregate --out-dir out {joined}"], check=False)
+    assert err.value.errno == errno.E2BIG
+
+    listing = tmp_path / "run_dirs.txt"
+    write_run_list(listing, run_dirs)
+    assert listing.read_text().splitlines() == list(map(str, run_dirs))
+    out = tmp_path / "aggregate"
+    assert cli.main(["aggregate", "--out-dir", str(out), "--runs-from", str(listing)]) == 0
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert runs["run_dir"].tolist() == list(map(str, run_dirs))
+    assert runs["seed"].tolist() == list(range(900))
+    assert len(pd.read_parquet(out / "epochs.parquet")) == 900 * BASE_CONFIG["epochs"]
+    assert capsys.readouterr().out.split()[0] == str(out / "runs.parquet")
+
+
+def test_run_list_and_arguments_combine_and_blank_lines_are_skipped(records, tmp_path):
+    from lipnorm import cli
+
+    dirs = [str(r["run_dir"]) for r in records]
+    (tmp_path / "runs.txt").write_text("\n".join(dirs[1:3]) + "\n\n")
+    out = tmp_path / "aggregate"
+    assert cli.main(["aggregate", "--out-dir", str(out), dirs[0], "--runs-from", str(tmp_path / "runs.txt")]) == 0
+    assert pd.read_parquet(out / "runs.parquet")["run_dir"].tolist() == dirs[:3]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "run list '{path}' does not exist"),
+        ("\n \n", "run list '{path}' lists no run directories (one per line)"),
+    ],
+)
+def test_bad_run_lists_are_named(tmp_path, capsys, content, message):
+    from lipnorm import cli
+
+    path = tmp_path / "runs.txt"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["aggregate", "--out-dir", str(tmp_path / "out"), "--runs-from", str(path)])
+    assert exit_info.value.code == 2
+    assert f"lipnorm: error: {message.format(path=path)}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_aggregate_without_run_directories_is_an_error(tmp_path, capsys):
+    from lipnorm import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["aggregate", "--out-dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "no run directories: give RUN_DIR arguments or --runs-from FILE" in capsys.readouterr().err
+
+
+def test_write_run_list_refuses_paths_it_cannot_list(tmp_path):
+    with pytest.raises(ValueError, match=r"run directory 'a\\nb' cannot be listed one per line"):
+        write_run_list(tmp_path / "runs.txt", ["ok", "a\nb"])
+    assert not (tmp_path / "runs.txt").exists()

@@ -84,6 +84,7 @@ def expected_job_counts(config: dict) -> dict[str, int]:
         "download": len(downloads),
         "mask": len(masks),
         "train": trains,
+        "run_list": sum(name != "lipschitz" for name in experiments),
         "aggregate": sum(name != "lipschitz" for name in experiments),
         "probe": int("lipschitz" in experiments),
         "all": 1,
@@ -424,8 +425,28 @@ def test_arms_run_in_their_own_folders_with_their_own_settings(tmp_path):
     (recipe,) = train_commands("authors-recipe")
     assert "--recipe official --epochs 100 " in recipe and "--heads" not in recipe
     aggregate = next(line for line in proc.stdout.splitlines() if "lipnorm aggregate " in line)
-    assert aggregate.count(f" {root}/") == len(commands) + 2  # every run, --out-dir, the log
-    assert f"--out-dir {root}/aggregate " in aggregate
+    assert f"--out-dir {root}/aggregate --runs-from {root}/aggregate/run_dirs.txt " in aggregate
+
+
+def test_aggregate_reads_every_arms_runs_from_the_run_list(tmp_path):
+    """The run_list rule, run for real: one line per run directory of every arm, the
+    directories the train jobs write; the aggregate command stays short."""
+    preset = PRESETS["diagnose"]
+    dry = snakemake(tmp_path, "-n", "-p", "--configfile", preset)
+    outs = [re.search(r"--out (\S+)", c)[1] for c in train_commands_of(dry.stdout)]
+    aggregate = next(line for line in dry.stdout.splitlines() if "lipnorm aggregate " in line)
+    assert len(aggregate) < 300
+    root = "results/diagnose/diagnose"  # the preset's results folder, then the experiment
+    listing = f"{root}/aggregate/run_dirs.txt"
+    assert f"--runs-from {listing} " in aggregate
+    snakemake(tmp_path, listing, "--cores", "1", "--configfile", preset)
+    assert sorted((tmp_path / listing).read_text().splitlines()) == sorted(outs)
+    log = (tmp_path / root / "logs" / "run_list.log").read_text()
+    assert log == f"{len(outs)} run directories listed in {listing}\n"
+    # Nothing else ran (no training, no download): the list needs only the config.
+    assert sorted(p.name for p in (tmp_path / root).iterdir()) == ["aggregate", "logs"]
+    assert [p.name for p in (tmp_path / root / "aggregate").iterdir()] == ["run_dirs.txt"]
+    assert not (tmp_path / "resources").exists()
 
 
 def test_run_groups_name_arms_after_their_experiment():

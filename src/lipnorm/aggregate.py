@@ -109,6 +109,33 @@ def check_run_dirs(run_dirs: Sequence[str | os.PathLike]) -> None:
         )
 
 
+def read_run_list(path: str | os.PathLike) -> list[str]:
+    """The run directories listed in `path`, one per line (blank lines skipped).
+
+    A grid's run directories can exceed what one command line holds (Linux: 128 KiB per
+    argument, and a shell command is one argument), so the workflow passes them this way.
+    Relative paths are relative to the working directory, not to the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"run list {str(path)!r} does not exist")
+    run_dirs = [line for line in path.read_text().splitlines() if line.strip()]
+    if not run_dirs:
+        raise ValueError(f"run list {str(path)!r} lists no run directories (one per line)")
+    return run_dirs
+
+
+def write_run_list(path: str | os.PathLike, run_dirs: Sequence[str | os.PathLike]) -> Path:
+    """Write `run_dirs` to `path`, one per line, atomically (what `read_run_list` reads)."""
+    lines = [str(run_dir) for run_dir in run_dirs]
+    for line in lines:
+        if "\n" in line or not line.strip():
+            raise ValueError(f"run directory {line!r} cannot be listed one per line")
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(f"{line}\n" for line in lines))
+    return Path(path)
+
+
 def read_run(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run's settings (flattened `config`) and its summary row (settings, status,
     outcomes). Summary fields named like a setting (e.g. `threads`) get a `run_` prefix."""

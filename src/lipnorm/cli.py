@@ -165,7 +165,12 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
         "aggregate", help="gather run directories into tidy tables (runs, epochs, gradnorms, outnorms)"
     )
     aggregate.add_argument("--out-dir", required=True, help="folder for <table>.parquet and .csv")
-    aggregate.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="finished run directories")
+    aggregate.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="finished run directories")
+    aggregate.add_argument(
+        "--runs-from", metavar="FILE",
+        help="also the run directories listed in FILE, one per line (for grids whose paths "
+        "exceed a command line)",
+    )
     aggregate.set_defaults(handler=_aggregate)
     for name, handler, what in (
         ("tables", _tables, "LaTeX tables (<stem>.tex, stems in lipnorm.tables.TABLES)"),
@@ -186,9 +191,14 @@ def _print_paths(paths) -> int:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
-    from lipnorm.aggregate import write_aggregate
+    from lipnorm.aggregate import read_run_list, write_aggregate
 
-    return _print_paths(write_aggregate(args.run_dirs, args.out_dir))
+    run_dirs = list(args.run_dirs)
+    if args.runs_from is not None:
+        run_dirs += read_run_list(args.runs_from)
+    if not run_dirs:
+        raise UsageError("no run directories: give RUN_DIR arguments or --runs-from FILE")
+    return _print_paths(write_aggregate(run_dirs, args.out_dir))
 
 
 def _tables(args: argparse.Namespace) -> int:

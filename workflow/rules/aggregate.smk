@@ -1,9 +1,27 @@
 """Per experiment: aggregate the runs (or probe), then write its tables and figures."""
 
 
+# A grid's run directories do not fit on one command line (a shell command is one
+# argument: 128 KiB on Linux; the paper grid's largest experiment has ~86 KB of paths),
+# so they reach `lipnorm aggregate` in a file, written here from Python (no shell
+# command could carry them either).
+rule run_list:
+    output:
+        run_list=RUN_LIST,
+    log:
+        f"{RESULTS}/{{experiment}}/logs/run_list.log",
+    localrule: True
+    params:
+        # A params change (another grid) rewrites the list, hence the aggregate.
+        run_dirs=run_dirs,
+    run:
+        write_run_list(output.run_list, params.run_dirs, log[0])
+
+
 rule aggregate:
     input:
         runs=run_summaries,
+        run_list=RUN_LIST,
     output:
         **{
             f"{stem}_{ext}": f"{RESULTS}/{{experiment}}/aggregate/{stem}.{ext}"
@@ -14,9 +32,8 @@ rule aggregate:
         f"{RESULTS}/{{experiment}}/logs/aggregate.log",
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs_parquet),
-        run_dirs=lambda wildcards, input: [os.path.dirname(p) for p in input.runs],
     shell:
-        "lipnorm aggregate --out-dir {params.out_dir} {params.run_dirs} > {log} 2>&1"
+        "lipnorm aggregate --out-dir {params.out_dir} --runs-from {input.run_list} > {log} 2>&1"
 
 
 rule probe:

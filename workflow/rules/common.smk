@@ -36,6 +36,9 @@ DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"
 MASK = f"{RESOURCES}/masks/{{dataset}}/rate{{rate}}_seed{{seed}}.npy"
 RUN_DIR = f"{RESULTS}/{{run_group}}/runs/{grid.RUN_SUBDIR}"
 RUN_LOG = f"{RESULTS}/{{run_group}}/logs/runs/{grid.RUN_SUBDIR}.log"
+# Every run directory of an experiment (all its arms), one per line: `lipnorm aggregate
+# --runs-from` reads it.
+RUN_LIST = f"{RESULTS}/{{experiment}}/aggregate/run_dirs.txt"
 
 
 def _grid_values(key):
@@ -89,15 +92,29 @@ def train_args(wildcards):
     return grid.option_args(settings)
 
 
-def run_summaries(wildcards):
-    """The summary.json of every run of a grid experiment (all its arms)."""
+def run_dirs(wildcards):
+    """Every run directory of a grid experiment (all its arms)."""
     experiment = wildcards.experiment
     return [
-        f"{RESULTS}/{group}/runs/{subdir}/summary.json"
+        f"{RESULTS}/{group}/runs/{subdir}"
         for group, spec in RUN_GROUPS.items()
         if group.split("/")[0] == experiment
         for subdir in grid.run_subdirs(spec["grid"])
     ]
+
+
+def run_summaries(wildcards):
+    """The summary.json of every run of a grid experiment (all its arms)."""
+    return [f"{run_dir}/summary.json" for run_dir in run_dirs(wildcards)]
+
+
+def write_run_list(path, dirs, log):
+    """`lipnorm.aggregate.write_run_list`, and one line in the rule's log."""
+    from lipnorm.aggregate import write_run_list as write
+
+    write(path, dirs)
+    with open(log, "w") as file:
+        print(f"{len(dirs)} run directories listed in {path}", file=file)
 
 
 def aggregate_files(experiment):
