@@ -25,8 +25,9 @@ _DEVICE_RE = re.compile(r"cpu|auto|cuda(:\d+)?")
 # DGL's wheels for this stack (DGL 2.1, torch 2.2); PyPI and this project's registry have
 # the CPU build only.
 DGL_CUDA_INSTALL = (
-    "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html "
-    "(or .../torch-2.2/cu118/repo.html for CUDA 11.8; see https://www.dgl.ai/pages/start.html)"
+    "pip install --force-reinstall --no-deps dgl==2.1.0 -f "
+    "https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html (CUDA 11.8: .../torch-2.2/cu118/"
+    "repo.html; see the README's Devices paragraph)"
 )
 
 
