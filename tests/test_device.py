@@ -178,3 +178,24 @@ def test_probe_and_bench_refuse_an_unusable_device(tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err
     assert f"lipnorm: error: {message}" in err
     assert not out.exists() and not (tmp_path / "datasets").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--dataset", "csbm", "--out", "{tmp}/out"],
+        ["probe", "--out-dir", "{tmp}/out"],
+        ["bench", "--quick", "--out", "{tmp}/out", "--data-root", "{tmp}/datasets"],
+    ],
+    ids=["train", "probe", "bench"],
+)
+def test_cuda_is_refused_on_this_machine_as_it_is(tmp_path, capsys, argv):
+    """Unpatched: this machine's torch sees no GPU and its DGL is the CPU build."""
+    assert not torch.cuda.is_available() and not device.dgl_has_cuda()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([arg.format(tmp=tmp_path) for arg in argv] + ["--device", "cuda"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "lipnorm: error: device 'cuda' cannot be used: torch" in err
+    assert device.DGL_CUDA_INSTALL in err
+    assert list(tmp_path.iterdir()) == []
