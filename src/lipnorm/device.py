@@ -21,7 +21,7 @@ import resource
 import torch
 
 DEVICE_FORMS = "cpu, cuda, cuda:N (N a GPU index: 0, 1, ...) or auto (cuda if usable, else cpu)"
-_DEVICE_RE = re.compile(r"cpu|auto|cuda(:\d+)?")
+_DEVICE_RE = re.compile(r"cpu|auto|cuda(:[0-9]+)?")  # ASCII digits only, as the schema
 # DGL's wheels for this stack (DGL 2.1, torch 2.2); PyPI and this project's registry have
 # the CPU build only.
 DGL_CUDA_INSTALL = (
