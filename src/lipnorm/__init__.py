@@ -12,3 +12,33 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 sys.modules.setdefault("outdated", None)
 
 __version__ = "0.1.0"
+
+# What a script needs, importable from `lipnorm` itself. Resolved on first access
+# (PEP 562): `import lipnorm` stays free of torch and dgl, which `lipnorm --help` and
+# every CLI process start rely on (tests/test_startup.py).
+_EXPORTS = {
+    "load_dataset": "lipnorm.data",
+    "DATASETS": "lipnorm.data",
+    "NodeDataset": "lipnorm.data",
+    "ModelConfig": "lipnorm.nn.models",
+    "build_model": "lipnorm.nn.models",
+    "MODEL_NAMES": "lipnorm.nn.models",
+    "GATConv": "lipnorm.nn.gat",
+    "GTConv": "lipnorm.nn.gt",
+    "PairNorm": "lipnorm.nn.pairnorm",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'lipnorm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,1 +1,37 @@
-"""Graph attention layers with LipschitzNorm, and the deep models built from them."""
+"""Graph attention layers with LipschitzNorm, the deep models built from them, and
+LipschitzNorm as functions for other attention layers (`lipnorm.nn.functional`).
+
+    from lipnorm.nn import GATConv, GTConv, PairNorm
+    from lipnorm.nn.functional import lipschitz_norm_linear, lipschitz_norm_dot_product
+"""
+
+from lipnorm.nn.functional import lipschitz_norm_dot_product, lipschitz_norm_linear
+from lipnorm.nn.gat import GATConv
+from lipnorm.nn.gt import GTConv
+from lipnorm.nn.models import (
+    MODEL_NAMES,
+    ClassicGAT,
+    DeepGAT,
+    DeepGT,
+    ModelConfig,
+    attention_layers,
+    build_model,
+    gradient_groups,
+)
+from lipnorm.nn.pairnorm import PairNorm
+
+__all__ = [
+    "GATConv",
+    "GTConv",
+    "PairNorm",
+    "DeepGAT",
+    "DeepGT",
+    "ClassicGAT",
+    "MODEL_NAMES",
+    "ModelConfig",
+    "build_model",
+    "gradient_groups",
+    "attention_layers",
+    "lipschitz_norm_linear",
+    "lipschitz_norm_dot_product",
+]

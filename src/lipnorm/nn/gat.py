@@ -21,19 +21,22 @@ All norms are per head, of the head's D-dimensional slice.
 
 from __future__ import annotations
 
-import math
-
 import dgl
 import dgl.function as fn
 import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, neighbour_max, scaled_inverse_sqrt, squared_norm
+from lipnorm.nn.functional import (
+    NORMS,
+    OFFICIAL_ATTENTION_FACTOR,
+    VARIANTS,
+    AttentionConv,
+    check_eps,
+    lipschitz_norm_linear,
+)
 
 __all__ = ["GATConv", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
-# The public code scales the attention norm by this constant (`att_norm=4`).
-OFFICIAL_ATTENTION_FACTOR = 4.0
 
 
 class GATConv(AttentionConv):
@@ -117,8 +120,7 @@ class GATConv(AttentionConv):
         eps: float = 1e-12,
     ):
         super().__init__(in_feats, out_feats, num_heads, norm=norm, alpha=alpha, variant=variant)
-        if not (math.isfinite(eps) and eps >= 0):
-            raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+        check_eps(eps)
         self.eps = eps
         self.allow_zero_in_degree = allow_zero_in_degree
         width = num_heads * out_feats
@@ -175,18 +177,9 @@ class GATConv(AttentionConv):
         graph.apply_edges(fn.u_add_v("el", "er", "e"))
         if self.norm == "none":
             return graph.edata["e"]
-        ft_squared = squared_norm(ft).unsqueeze(-1)  # ||W h_k||^2, (N, H, 1)
-        # The one extra reduce: max over in-neighbours of the squared norms (N, H, 1).
-        max_ft_squared = neighbour_max(graph, ft_squared)
-        # The extra edge ops are `dgl.ops` calls: see `lipnorm.nn.functional`.
-        if self.variant == "paper":
-            attn_squared = self.attn_l.pow(2).sum(-1, keepdim=True) + self.attn_r.pow(2).sum(-1, keepdim=True)
-            # Per destination node and head: alpha / (u_h v_i), then one edge op.
-            scale = scaled_inverse_sqrt(attn_squared * (ft_squared + max_ft_squared), self.alpha, self.eps)
-            return dgl.ops.e_mul_v(graph, graph.edata["e"], scale)
-        attn_squared = OFFICIAL_ATTENTION_FACTOR**2 * (self.attn_l.pow(2).sum() + self.attn_r.pow(2).sum())
-        v_squared = dgl.ops.u_add_v(graph, ft_squared, max_ft_squared)  # v_ij^2, (E, H, 1)
-        return graph.edata["e"] * scaled_inverse_sqrt(attn_squared * v_squared, self.alpha, self.eps)
+        return lipschitz_norm_linear(
+            graph, graph.edata["e"], ft, self.attn_l, self.attn_r, alpha=self.alpha, variant=self.variant, eps=self.eps
+        )
 
     def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         """The scores fed to the LeakyReLU, `(E, H, 1)` in edge-ID order.

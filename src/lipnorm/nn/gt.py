@@ -19,7 +19,7 @@ max(u v, u w, v w), where v = max_j ||k_j||, w = max_j ||val_j|| (neighbour max,
   sqrt(D) is kept: s_ij = alpha (q_i . k_j / sqrt(D)) / max(...). Their code has no alpha
   (alpha=1 reproduces it). Not reproduced: the file's other revision (b506691), whose u
   is one Frobenius norm over all heads together, and their `+ 1e-12` in the denominator,
-  replaced by mapping 0/0 to 0 (`lipnorm.nn.functional.scaled_inverse_sqrt` with eps=0);
+  replaced by mapping 0/0 to 0 (`lipnorm.nn.functional.inverse_sqrt` with eps=0);
   elsewhere the two differ by a relative 1e-12 / max(...).
 
 The bound is computed from squared norms, max(u^2 v^2, u^2 w^2, v^2 w^2), whose inverse
@@ -41,7 +41,7 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, neighbour_max, scaled_inverse_sqrt, squared_norm
+from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, lipschitz_norm_dot_product
 
 __all__ = ["GTConv", "NORMS", "VARIANTS"]
 
@@ -99,19 +99,7 @@ class GTConv(AttentionConv):
         dot = graph.edata["dot"]
         if self.norm == "none":
             return dot / math.sqrt(self.out_feats)
-        # Squared norms throughout (cheaper than norms, fwd and bwd): max_j ||k_j||^2 and
-        # max_j ||val_j||^2 over in-neighbours in one reduce, (N, H, 2).
-        max_squared = neighbour_max(graph, torch.stack([squared_norm(k), squared_norm(v)], dim=-1))
-        k_max_sq, v_max_sq = max_squared.split(1, dim=-1)
-        u_sq = squared_norm(q).unsqueeze(-1)
-        if self.variant == "paper":
-            scale = self.alpha
-        else:
-            # ||stack of q_dst(e) over edges||_F^2 per head, without materialising (E, H, D).
-            u_sq = (u_sq * graph.in_degrees().to(q.dtype).view(-1, 1, 1)).sum(dim=0, keepdim=True)
-            scale = self.alpha / math.sqrt(self.out_feats)
-        bound_sq = torch.maximum(torch.maximum(u_sq * k_max_sq, u_sq * v_max_sq), k_max_sq * v_max_sq)
-        return dgl.ops.e_mul_v(graph, dot, scaled_inverse_sqrt(bound_sq, scale, 0.0))
+        return lipschitz_norm_dot_product(graph, dot, q, k, v, alpha=self.alpha, variant=self.variant)
 
     def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         """The scores fed to the edge softmax, `(E, H, 1)` in edge-ID order.
