@@ -129,6 +129,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     ):
         flags.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=text)
     flags.add_argument(
+        "--flush-denormal", action="store_true", default=argparse.SUPPRESS,
+        help="flush denormal floats to zero (torch.set_flush_denormal; default off: bit-for-bit "
+        "the published runs)",
+    )
+    flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,
         help="do not write layerstats.parquet (per-layer energy, MAD, attention entropy)",
     )

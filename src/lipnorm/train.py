@@ -147,6 +147,7 @@ class TrainConfig:
     patience: int | None = None
     variant: str | None = None
     threads: int = 1
+    flush_denormal: bool = False
     grad_log_every: int = 10
     layer_stats: bool = True
     mask: str | None = None
@@ -374,6 +375,7 @@ def prepare(config: TrainConfig) -> Setup:
     # DGL's kernels run on their own OpenMP pool: limit both.
     torch.set_num_threads(config.threads)
     dgl.utils.set_num_threads(config.threads)
+    set_flush_denormal(config.flush_denormal)
     seed_everything(config.seed)
     csbm = None if config.csbm is None else data.csbm_params(config.csbm)
     dataset = data.load_dataset(
@@ -388,6 +390,13 @@ def prepare(config: TrainConfig) -> Setup:
     model_config = config.model_config(dataset.features.shape[1], dataset.num_classes).resolved()
     model = build_model(model_config)
     return Setup(dataset, features, model, model_config, int(np.count_nonzero(mask)))
+
+
+def set_flush_denormal(on: bool) -> None:
+    """`torch.set_flush_denormal(on)` for the process (both ways: a previous run's
+    setting does not carry over); ValueError if the CPU cannot flush denormals."""
+    if not torch.set_flush_denormal(on) and on:
+        raise ValueError("flush_denormal is not supported on this CPU (it needs SSE3)")
 
 
 class StepResult(NamedTuple):
