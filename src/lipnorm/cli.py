@@ -216,13 +216,18 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--threads", type=int, help="torch/DGL CPU threads (default: torch's default)")
     bench.add_argument("--data-root", default="resources/datasets", help="dataset folder (default: %(default)s)")
     bench.add_argument("--mirror", metavar="DIR", help="dataset mirror (default: $LIPNORM_DATA_MIRROR)")
+    bench.add_argument(
+        "--flush-denormal", action="store_true", help="flush denormal floats to zero (torch.set_flush_denormal)"
+    )
     bench.set_defaults(handler=_bench)
 
 
 def _bench(args: argparse.Namespace) -> int:
     from lipnorm.bench import run_benchmark
 
-    return _print_paths(run_benchmark(args.out, args.quick, args.threads, args.data_root, args.mirror))
+    return _print_paths(run_benchmark(
+        args.out, args.quick, args.threads, args.data_root, args.mirror, flush_denormal=args.flush_denormal
+    ))
 
 
 def _add_probe(sub: argparse._SubParsersAction) -> None:
