@@ -825,7 +825,7 @@ def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[
             "projection of each attention layer X.W, dY.W^T and X^T.dY of (N, H x D) by "
             "(H x D, H x D); the input and output Linears' too) as plain `torch.mm` calls, "
             "timed in the same rounds as the steps (`lipnorm.bench.floor_gemms`).", "",
-            _markdown(floors.drop(columns=["family"])), "",
+            _markdown(floors.drop(columns=["family"]), ".4g"), "",
         ]
     epochs = epoch_table(frame)
     if not epochs.empty:
@@ -834,7 +834,7 @@ def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[
             "epoch = train step + evaluation, with layer statistics every K-th epoch, amortised "
             "per round as (logged epoch + (K - 1) epochs) / K; evaluate / train_forward: the "
             "evaluation (no autograd) over a training-mode forward with autograd recording.", "",
-            _markdown(epochs), "",
+            _markdown(epochs, ".4g"), "",
         ]
     slopes = scaling_slopes(times)
     if not slopes.empty:
