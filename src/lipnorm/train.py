@@ -553,6 +553,7 @@ class Trainer:
             self.optimizer.step()
         return StepResult(finite, loss_value, grad_norms, output_norms)
 
+    # no_grad, not inference_mode: the latter measured no faster (benchmarks/eval_modes.py).
     @torch.no_grad()
     def evaluate(self, layer_stats: bool = False) -> tuple[float, float, float, float]:
         """`(val_loss, train_metric, val_metric, test_metric)` in eval mode.
