@@ -94,6 +94,74 @@ def test_interleaved_rounds_rotate_the_order():
     assert [r for r, _, _ in timed] == [0] * 3 + [1] * 3 + [2] * 3
 
 
+@pytest.mark.parametrize(("family", "projections"), [("gat", 1), ("gt", 4)])
+def test_floor_gemms_are_the_matrix_products_of_a_training_step(family, projections):
+    case = bench.Case(family, "csbm", 100, 1000, 3, 4, 6)
+    gemms = bench.floor_gemms(case, in_feats=32, num_classes=5)
+    layer = [(100, 24, 24, False), (100, 24, 24, False), (24, 100, 24, True)]  # X.W, dY.W^T, X^T.dY
+    assert gemms == (
+        [(100, 32, 24, False), (32, 100, 24, True)]  # input Linear: no gradient for the features
+        + layer * (3 * projections)
+        + [(100, 24, 5, False), (100, 5, 24, False), (24, 100, 5, True)]
+    )
+
+
+def test_gemm_floor_calls_torch_mm_with_those_shapes(monkeypatch):
+    gemms = [(7, 3, 5, False), (3, 7, 5, True), (7, 3, 5, False)]
+    step = bench.gemm_floor(gemms)
+    calls = []
+    real_mm = torch.mm
+
+    def mm(left, right):
+        calls.append((left.shape[0], left.shape[1], right.shape[1], not left.is_contiguous()))
+        return real_mm(left, right)
+
+    monkeypatch.setattr(torch, "mm", mm)
+    step()
+    assert calls == gemms
+
+
+def _frame(rows):
+    return pd.DataFrame(
+        [{"family": "gat", "dataset": dataset, "nodes": 10, "edges": 100, "depth": depth, "heads": 8,
+          "hidden": 64, "implementation": impl, "metric": metric, "round": r, "value": value}
+         for dataset, depth, impl, metric, r, value in rows],
+        columns=bench.COLUMNS,
+    )
+
+
+def test_floor_table_divides_the_median_step_by_the_median_floor_of_the_same_case():
+    rows = []
+    for dataset, depth in (("cora", 10), ("csbm", 2)):
+        for r, (floor, gat, lip) in enumerate([(1.0, 1.2, 1.5), (2.0, 2.0, 2.2), (4.0, 5.0, 9.0)]):
+            rows += [(dataset, depth, bench.FLOOR, "floor_seconds", r, floor),
+                     (dataset, depth, "gat", "step_seconds", r, gat),
+                     (dataset, depth, "gat-lip", "step_seconds", r, lip)]
+    table = bench.floor_table(_frame(rows)).set_index(["dataset", "implementation"])
+    assert table.loc[("cora", "gat"), "ratio"] == pytest.approx(2.0 / 2.0)
+    assert table.loc[("cora", "gat-lip"), "ratio"] == pytest.approx(2.2 / 2.0)
+    assert table.loc[("cora", "gat-lip"), "floor_ms"] == pytest.approx(2000.0)
+    assert table.loc[("cora", "gat-lip"), "rounds"] == 3
+    # The target belongs to Cora, depth 10, 8 x 64 only.
+    assert table.loc[("cora", "gat"), "target"] == bench.FLOOR_TARGET == 1.4
+    assert table.loc[("cora", "gat"), "met"] is True
+    assert pd.isna(table.loc[("csbm", "gat"), "target"]) and pd.isna(table.loc[("csbm", "gat"), "met"])
+    ratios = pd.DataFrame(bench.floor_rows(_frame(rows)))
+    assert list(ratios.columns) == bench.COLUMNS
+    assert set(ratios["metric"]) == {"step_over_floor"} and len(ratios) == 4
+
+
+def test_bench_flush_denormal_is_passed_on_and_recorded(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(bench, "run_benchmark", lambda *args, **kwargs: seen.update(kwargs) or [])
+    assert main(["bench", "--quick", "--flush-denormal", "--out", "unused"]) == 0
+    assert seen["flush_denormal"] is True
+    assert main(["bench", "--quick", "--out", "unused"]) == 0
+    assert seen["flush_denormal"] is False
+    env = bench._environment(1, "lipnorm bench --flush-denormal", (0.0,) * 3, (0.0,) * 3, flush_denormal=True)
+    assert "- flush denormal: on" in env
+
+
 @pytest.mark.parametrize("spec", ["csbm", "csbm-50", "pubmed", "csbm-1e4"])
 def test_parse_dataset_rejects_unknown_specs(spec):
     with pytest.raises(ValueError, match=f"unknown benchmark dataset '{spec}'.*allowed: cora, csbm-<edges>"):
@@ -120,7 +188,7 @@ def test_bench_quick_writes_well_formed_outputs(tmp_path, capsys):
 
     frame = pd.read_csv(out / "measurements.csv")
     assert list(frame.columns) == bench.COLUMNS
-    times = frame[(frame["metric"] == "step_seconds") & (frame["family"] != "gradlog")]
+    times = bench.layer_times(frame)
     assert set(times["implementation"]) == set(bench.implementations())
     assert (times["value"] > 0).all()
     assert set(times["edges"]) == {10_000} and set(times["nodes"]) == {1_000}
@@ -135,13 +203,32 @@ def test_bench_quick_writes_well_formed_outputs(tmp_path, capsys):
     gradlog = frame[frame["family"] == "gradlog"]
     assert set(gradlog["implementation"]) == {"logged", "unlogged"}
     assert len(gradlog) == 2 * bench.QUICK.gradlog_rounds
+    # The GEMM floor is timed in the same rounds as the steps of its case.
+    floor = frame[frame["metric"] == "floor_seconds"]
+    assert set(floor["implementation"]) == {bench.FLOOR} and (floor["value"] > 0).all()
+    for family, of_family in times.groupby("family"):
+        floor_rounds = sorted(floor.loc[floor["family"] == family, "round"])
+        assert floor_rounds == sorted(of_family.loc[of_family["implementation"] == of_family["implementation"].iloc[0], "round"])
+    over = frame[frame["metric"] == "step_over_floor"]
+    assert set(over["implementation"]) == set(bench.implementations())
+    assert (over["value"] > 1).all()  # a training step costs more than its matrix products
+    epoch = frame[frame["family"] == "epoch"]
+    assert set(epoch["metric"]) == {f"{part}_seconds" for part in bench.EPOCH_PARTS}
+    assert set(epoch["implementation"]) == {"gat-lip"} and (epoch["value"] > 0).all()
+    assert len(epoch) == len(bench.EPOCH_PARTS) * bench.QUICK.epoch_rounds
 
     summary = (out / "summary.md").read_text()
     for ratio in ["gat-lip / gat", "gat-lip-official / gat", "gat / dgl-gat", "gat-lip / pyg-gat",
                   "gt-lip / gt", "gt / pyg-transformer"]:
         assert f"| {ratio} |" in summary, ratio
     assert "## Gradient-norm logging overhead" in summary
-    assert "--threads 1" in summary
+    assert "--threads 1" in summary and "- flush denormal: off" in summary
+    floor_section = summary.split("## Step time over the GEMM floor")[1].split("\n## ")[0]
+    assert "| dataset | nodes | edges | depth | heads | hidden | implementation | step_ms | floor_ms | ratio |" in floor_section
+    assert floor_section.count("| csbm | 1000 | 10000 | 2 | 8 | 8 |") == len(bench.implementations())
+    epoch_section = summary.split("## Epoch of `lipnorm train` beside its step")[1].split("\n## ")[0]
+    assert "| step_ms | epoch_ms (log every 10) | epoch / step |" in epoch_section
+    assert "| evaluate / train_forward |" in epoch_section and "| gat-lip |" in epoch_section
     ops = pd.read_csv(out / "profile_gat_8x8_ops.csv")
     # LipschitzNorm's one extra neighbour reduce shows up as a max SpMM.
     assert ops["calls_gat_lip"].sum() > ops["calls_gat"].sum()

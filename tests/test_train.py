@@ -235,6 +235,34 @@ def test_cli_no_layer_stats_flag(tmp_path):
     assert read_layerstats(out) == {}
 
 
+def _flushes_denormals() -> bool:
+    return (torch.tensor([1e-40]) * 1.0).item() == 0.0  # 1e-40 is subnormal in float32
+
+
+def test_cli_flush_denormal_flag_sets_torch_and_is_recorded(tmp_path):
+    flags = [
+        "train", "--dataset", "csbm", "--csbm", TINY_CSBM, "--epochs", "1", "--heads", "2",
+        "--hidden", "4", "--data-root", str(tmp_path / "datasets"),
+    ]
+    try:
+        assert cli.main([*flags, "--flush-denormal", "--out", str(tmp_path / "flush")]) == 0
+        assert json.loads((tmp_path / "flush" / "summary.json").read_text())["config"]["flush_denormal"] is True
+        assert _flushes_denormals()
+        # Off by default, whatever an earlier run in the process set.
+        assert cli.main([*flags, "--out", str(tmp_path / "default")]) == 0
+        assert json.loads((tmp_path / "default" / "summary.json").read_text())["config"]["flush_denormal"] is False
+        assert not _flushes_denormals()
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def test_flush_denormal_on_a_cpu_without_it_is_an_error(monkeypatch):
+    monkeypatch.setattr(torch, "set_flush_denormal", lambda on: False)
+    with pytest.raises(ValueError, match="flush_denormal is not supported on this CPU"):
+        train.set_flush_denormal(True)
+    train.set_flush_denormal(False)  # asking for the default is never an error
+
+
 def test_multilabel_dataset_trains_with_bce_and_reports_micro_f1(tmp_path, monkeypatch):
     from lipnorm.data import csbm_params, generate_csbm
     from lipnorm.data.dataset import build_node_dataset
@@ -404,6 +432,8 @@ BAD_SETTINGS = [
     ({"csbm": "nodes=ten"}, "csbm nodes='ten' is not a valid int"),
     ({"mask": "nowhere.npy"}, "mask file 'nowhere.npy' does not exist"),
     ({"recipe": "pyg"}, "unknown recipe 'pyg'; allowed: lipnorm, official"),
+    ({"flush_denormal": "yes"}, "flush_denormal must be true or false, got 'yes'"),
+    ({"flush_denormal": 1}, "flush_denormal must be true or false, got 1"),
     ({"recipe": "official", "model": "gt-lip"}, "recipe 'official' builds the authors' DeepGAT, which has no model 'gt-lip'"),
     ({"recipe": "official", "patience": 5}, "patience=5 applies to protocol 'best-val' only, not 'official'"),
     ({"recipe": "official", "heads": 0}, "heads must be an integer >= 1, got 0"),

@@ -68,6 +68,13 @@ RATIOS = {
 }
 GRADLOG_TARGET = 1.05
 SLOPE_TARGET = 1.1
+# Step time over the dense-GEMM floor (`gemm_floor`): the target holds for the case
+# (dataset, depth, heads, hidden) of the paper's deep wide models.
+FLOOR_TARGET = 1.4
+FLOOR_TARGET_CASE = ("cora", 10, 8, 64)
+FLOOR = "gemm-floor"  # the floor's implementation name in measurements.csv
+# The epoch of `lipnorm train` (`epoch_times`): what each timed part runs.
+EPOCH_PARTS = ("step", "epoch", "logged_epoch", "train_forward", "evaluate")
 
 
 class Implementation(NamedTuple):
@@ -109,12 +116,21 @@ class Plan:
     profile_edges: int = 100_000
     profile_depth: int = 2
     profile_steps: int = 5
+    # (dataset, depth, heads, hidden) of family "gat" measured although over the budget,
+    # for their GEMM floor, with `floor_implementations` only.
+    over_budget_cases: tuple[tuple[str, int, int, int], ...] = ()
+    floor_implementations: tuple[str, ...] = ("gat", "gat-lip")
+    # (dataset, depth, heads, hidden, model) whose `lipnorm train` epoch is timed.
+    epoch_cases: tuple[tuple[str, int, int, int, str], ...] = ()
+    epoch_rounds: int = 5
 
 
 FULL = Plan(
     datasets=("cora", "csbm-10000", "csbm-100000", "csbm-1000000"),
     depths=(2, 10, 30),
     widths=((8, 8), (8, 64)),
+    over_budget_cases=(("cora", 30, 8, 64),),
+    epoch_cases=(("cora", 10, 8, 8, "gat-lip"), ("cora", 10, 8, 64, "gat-lip")),
 )
 QUICK = Plan(
     datasets=("csbm-10000",),
@@ -128,6 +144,8 @@ QUICK = Plan(
     gradlog_rounds=3,
     profile_edges=10_000,
     profile_steps=1,
+    epoch_cases=(("csbm-10000", 2, 8, 8, "gat-lip"),),
+    epoch_rounds=3,
 )
 
 
@@ -317,6 +335,49 @@ def estimated_step_gflop(
     return 3 * (depth * per_layer + 2 * nodes * in_feats * width) / 1e9
 
 
+def floor_gemms(case: Case, in_feats: int, num_classes: int) -> list[tuple[int, int, int, bool]]:
+    """The dense matrix products of one training step of the case's bench model, as
+    `(rows, inner, cols, transposed)`: an `(rows, inner) x (inner, cols)` product whose
+    left factor is a transposed view when `transposed` (as autograd's weight gradient).
+
+    Per projection of every attention layer (1 for "gat", 4 for "gt": queries, keys,
+    values, skip), with N nodes and W = heads x hidden: forward X.W `(N, W) x (W, W)`,
+    backward dY.W^T `(N, W) x (W, W)` and X^T.dY `(W, N) x (N, W)`. The input Linear:
+    forward and X^T.dY (the features need no gradient); the output Linear: all three.
+    """
+    nodes, width = case.nodes, case.heads * case.hidden
+    projections = 4 if case.family == "gt" else 1
+
+    def linear(fan_in: int, fan_out: int, input_grad: bool = True) -> list[tuple[int, int, int, bool]]:
+        forward = (nodes, fan_in, fan_out, False)
+        input_grad_gemm = [(nodes, fan_out, fan_in, False)] if input_grad else []
+        return [forward, *input_grad_gemm, (fan_in, nodes, fan_out, True)]
+
+    return (
+        linear(in_feats, width, input_grad=False)
+        + linear(width, width) * (projections * case.depth)
+        + linear(width, num_classes)
+    )
+
+
+def gemm_floor(gemms: Sequence[tuple[int, int, int, bool]], device=None) -> Callable[[], None]:
+    """A step of plain `torch.mm` calls of those shapes, on random operands made once
+    (on `device`, default the CPU)."""
+    import torch
+
+    operands = {}
+    for rows, inner, cols, transposed in set(gemms):
+        left = torch.randn(inner, rows, device=device).t() if transposed else torch.randn(rows, inner, device=device)
+        operands[rows, inner, cols, transposed] = (left, torch.randn(inner, cols, device=device))
+    calls = [operands[gemm] for gemm in gemms]
+
+    def step() -> None:
+        for left, right in calls:
+            torch.mm(left, right)
+
+    return step
+
+
 def train_step(model, optimizer, structure, graph: Graph) -> float:
     """One full-batch training step; returns the loss (forces the step to complete)."""
     import torch.nn.functional as F
@@ -423,14 +484,20 @@ def _rows(case: Case, impl: str, metric: str, values: Sequence[tuple[int | None,
     ]
 
 
-def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None]) -> list[dict]:
-    """Interleaved step times, then peak RSS (and on a GPU its peak allocation) and
-    per-layer saved bytes, of every implementation of the case's family, on the device
-    of `graph`."""
+def measure_case(
+    case: Case, graph: Graph, plan: Plan, log: Callable[[str], None], names: Sequence[str] | None = None
+) -> list[dict]:
+    """Interleaved step times of every implementation of the case's family (or of
+    `names`) and of its GEMM floor (`gemm_floor`, implementation `FLOOR`, metric
+    `floor_seconds`), then peak RSS (and on a GPU its peak allocation) and per-layer
+    saved bytes of each implementation, on the device of `graph`."""
     import torch
 
     device = graph.features.device
-    impls = {name: impl for name, impl in implementations().items() if impl.family == case.family}
+    impls = {
+        name: impl for name, impl in implementations().items()
+        if impl.family == case.family and (names is None or name in names)
+    }
     steps = {}
     for name, impl in impls.items():
         model = build_bench_model(
@@ -439,10 +506,11 @@ def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
         structure = graph.structure(impl)
         steps[name] = lambda m=model, o=optimizer, s=structure: train_step(m, o, s, graph)
-    rows = []
-    times: dict[str, list[tuple[int, float]]] = {name: [] for name in impls}
+    steps[FLOOR] = gemm_floor(floor_gemms(case, graph.features.shape[1], graph.num_classes), device)
+    times: dict[str, list[tuple[int, float]]] = {name: [] for name in steps}
     for r, name, seconds in interleaved_rounds(steps, plan):
         times[name].append((r, seconds))
+    rows = _rows(case, FLOOR, "floor_seconds", times.pop(FLOOR))
     for name in impls:
         rows += _rows(case, name, "step_seconds", times[name])
         peak, delta = _peak_rss_of(steps[name])
@@ -457,18 +525,13 @@ def measure_case(case: Case, graph: Graph, plan: Plan, log: Callable[[str], None
         saved = saved_tensor_bytes(layer, graph.structure(impls[name]), feat)
         rows += _rows(case, name, "layer_saved_mb", [(None, saved / 2**20)])
     medians = ", ".join(f"{name} {1e3 * np.median([t for _, t in times[name]]):.1f}" for name in impls)
-    log(f"{case}: {len(times[next(iter(impls))])} rounds, median ms: {medians}")
+    floor = 1e3 * np.median([row["value"] for row in rows if row["metric"] == "floor_seconds"])
+    log(f"{case}: {len(times[next(iter(impls))])} rounds, median ms: {medians}, GEMM floor {floor:.1f}")
     return rows
 
 
-def gradlog_overhead(
-    spec: str, depth: int, plan: Plan, threads: int, root, mirror, device: str = "cpu"
-) -> list[dict]:
-    """Step times of `lipnorm train`'s Trainer with and without gradient/output-norm logging.
-
-    Uses `Trainer.train_step(instrument=...)`, interleaved on the same model (gat-lip,
-    8 heads x 8).
-    """
+def _trainer(spec: str, depth: int, threads: int, root, mirror, **settings: Any):
+    """`(config, Trainer)` of `lipnorm train` on a benchmark graph (settings: TrainConfig's)."""
     from lipnorm import train
 
     name, edges = parse_dataset(spec)
@@ -476,19 +539,76 @@ def gradlog_overhead(
     if name == "csbm":
         csbm = f"nodes={edges // (CSBM_AVG_DEGREE + 1)},avg_degree={CSBM_AVG_DEGREE},classes={CSBM_CLASSES},feature_dim={CSBM_FEATURES}"
     config = train.TrainConfig(
-        dataset=name, model="gat-lip", depth=depth, threads=threads,
-        data_root=str(root), mirror=mirror, csbm=csbm, device=device,
+        dataset=name, depth=depth, threads=threads, data_root=str(root), mirror=mirror, csbm=csbm, **settings
     ).resolved()
     setup = train.prepare(config)
-    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    return config, train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+
+
+def gradlog_overhead(
+    spec: str, depth: int, plan: Plan, threads: int, root, mirror, flush_denormal: bool = False, device: str = "cpu"
+) -> list[dict]:
+    """Step times of `lipnorm train`'s Trainer with and without gradient/output-norm logging.
+
+    Uses `Trainer.train_step(instrument=...)`, interleaved on the same model (gat-lip,
+    8 heads x 8).
+    """
+    config, trainer = _trainer(
+        spec, depth, threads, root, mirror, model="gat-lip", flush_denormal=flush_denormal, device=device
+    )
     steps = {
         "logged": lambda: trainer.train_step(instrument=True),
         "unlogged": lambda: trainer.train_step(instrument=False),
     }
-    graph = setup.dataset.graph
-    case = Case("gradlog", name, graph.num_nodes(), graph.num_edges(), depth, config.heads, config.hidden)
+    graph = trainer.graph
+    case = Case("gradlog", config.dataset, graph.num_nodes(), graph.num_edges(), depth, config.heads, config.hidden)
     rounds = interleaved_rounds(steps, plan, rounds=plan.gradlog_rounds)
     return [row for r, impl, seconds in rounds for row in _rows(case, impl, "step_seconds", [(r, seconds)])]
+
+
+def epoch_times(
+    spec: str, depth: int, heads: int, hidden: int, model: str, plan: Plan, threads: int, root, mirror,
+    flush_denormal: bool = False, device: str = "cpu",
+) -> list[dict]:
+    """The parts of an epoch of `lipnorm train` (its Trainer and model), interleaved for
+    `plan.epoch_rounds` rounds; rows of family "epoch", implementation `model`, metric
+    `<part>_seconds` for each of `EPOCH_PARTS`:
+
+    - step: `Trainer.train_step()`, as every epoch runs it (gradient norms measured);
+    - epoch: the step and `Trainer.evaluate()`, an epoch without layer statistics;
+    - logged_epoch: the step, `evaluate(layer_stats=True)` and the statistics' rows, an
+      epoch whose layer statistics are logged (every `grad_log_every`-th);
+    - train_forward: the training-mode forward alone, with autograd recording;
+    - evaluate: `Trainer.evaluate()` alone (eval-mode forward, loss and metrics).
+    What `_train_loop` adds per epoch besides (a row of metrics, the progress bar, a
+    debug line in train.log) is not timed.
+    """
+    config, trainer = _trainer(
+        spec, depth, threads, root, mirror, model=model, heads=heads, hidden=hidden, flush_denormal=flush_denormal,
+        device=device,
+    )
+
+    def epoch(logged: bool) -> None:
+        trainer.train_step()
+        trainer.evaluate(layer_stats=logged)
+        if logged:
+            trainer.layer_stats.rows(0)
+
+    def train_forward() -> None:
+        trainer.model.train()
+        trainer.model(trainer.graph, trainer.features)
+
+    steps = {
+        "step": trainer.train_step,
+        "epoch": lambda: epoch(False),
+        "logged_epoch": lambda: epoch(True),
+        "train_forward": train_forward,
+        "evaluate": trainer.evaluate,
+    }
+    graph = trainer.graph
+    case = Case("epoch", config.dataset, graph.num_nodes(), graph.num_edges(), depth, heads, hidden)
+    rounds = interleaved_rounds(steps, plan, rounds=plan.epoch_rounds)
+    return [row for r, part, seconds in rounds for row in _rows(case, model, f"{part}_seconds", [(r, seconds)])]
 
 
 def profile_lip(graph: Graph, plan: Plan, heads: int = 8, hidden: int = 8) -> tuple[str, pd.DataFrame]:
@@ -617,7 +737,9 @@ def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:
     return plots.save_figure(plots.epoch_time_vs_edges(times), folder / "epoch_time_vs_edges")
 
 
-def _environment(threads: int, command: str, load_start: tuple, load_end: tuple, device: str = "cpu") -> str:
+def _environment(
+    threads: int, command: str, load_start: tuple, load_end: tuple, device: str = "cpu", flush_denormal: bool = False
+) -> str:
     import dgl
     import torch
     import torch_geometric
@@ -627,6 +749,7 @@ def _environment(threads: int, command: str, load_start: tuple, load_end: tuple,
         f"- device: {device}",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.processor() or platform.platform()}",
         f"- threads: torch {threads}, DGL same",
+        f"- flush denormal: {'on' if flush_denormal else 'off'} (`torch.set_flush_denormal`)",
         f"- load average (1, 5, 15 min): start {', '.join(f'{x:.2f}' for x in load_start)}; "
         f"end {', '.join(f'{x:.2f}' for x in load_end)}",
         f"- versions: python {platform.python_version()}, torch {torch.__version__}, dgl {dgl.__version__}, "
@@ -635,8 +758,67 @@ def _environment(threads: int, command: str, load_start: tuple, load_end: tuple,
 
 
 def layer_times(frame: pd.DataFrame) -> pd.DataFrame:
-    """The step times of the layer comparisons (not of the gradient-logging check)."""
-    return frame[(frame["metric"] == "step_seconds") & (frame["family"] != "gradlog")]
+    """The step times of the layer comparisons (not of the gradient-logging check or
+    the epochs of `lipnorm train`)."""
+    return frame[(frame["metric"] == "step_seconds") & frame["family"].isin(list(RATIOS))]
+
+
+CASE_KEYS = ["family", "dataset", "nodes", "edges", "depth", "heads", "hidden"]
+
+
+def floor_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per case and implementation: median step and GEMM-floor ms of the same
+    rounds, step / floor (ratio of medians) with the quartiles of the per-round ratios,
+    and the target check (`FLOOR_TARGET`, for `FLOOR_TARGET_CASE` only)."""
+    times = layer_times(frame).groupby(CASE_KEYS, sort=False)
+    rows = []
+    for key, floor in frame[frame["metric"] == "floor_seconds"].groupby(CASE_KEYS, sort=False):
+        case = dict(zip(CASE_KEYS, key))
+        floor = floor.set_index("round")["value"]
+        target = FLOOR_TARGET if (case["dataset"], case["depth"], case["heads"], case["hidden"]) == FLOOR_TARGET_CASE else None
+        for impl, group in times.get_group(key).groupby("implementation", sort=False):
+            step = group.set_index("round")["value"]
+            paired = (step / floor).dropna()
+            ratio = step.median() / floor.median()
+            rows.append({
+                **case, "implementation": impl, "step_ms": 1e3 * step.median(), "floor_ms": 1e3 * floor.median(),
+                "ratio": ratio, "paired_q25": paired.quantile(0.25), "paired_q75": paired.quantile(0.75),
+                "rounds": len(paired), "target": target, "met": None if target is None else bool(ratio <= target),
+            })
+    return pd.DataFrame(rows)
+
+
+def floor_rows(frame: pd.DataFrame) -> list[dict]:
+    """`step_over_floor` rows (one per case and implementation) of `floor_table`."""
+    return [
+        row
+        for record in floor_table(frame).to_dict("records")
+        for row in _rows(Case(*(record[key] for key in CASE_KEYS)), record["implementation"],
+                         "step_over_floor", [(None, record["ratio"])])
+    ]
+
+
+def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per epoch case: medians of the step, of the epoch with the layer
+    statistics logged every `grad_log_every` (default) epochs, amortised per round as
+    (logged + (K - 1) x unlogged) / K, of the evaluation and of the training forward."""
+    from lipnorm.train import TrainConfig
+
+    every = TrainConfig.grad_log_every
+    epochs = frame[frame["family"] == "epoch"]
+    rows = []
+    for key, group in epochs.groupby([*CASE_KEYS, "implementation"], sort=False):
+        by = group.pivot_table(index="round", columns="metric", values="value")
+        epoch = (by["logged_epoch_seconds"] + (every - 1) * by["epoch_seconds"]) / every
+        med = {part: by[f"{part}_seconds"].median() for part in EPOCH_PARTS}
+        rows.append({
+            **dict(zip(CASE_KEYS[1:], key[1:-1])), "model": key[-1],
+            "step_ms": 1e3 * med["step"], f"epoch_ms (log every {every})": 1e3 * epoch.median(),
+            "epoch / step": epoch.median() / med["step"], "logged_epoch_ms": 1e3 * med["logged_epoch"],
+            "evaluate_ms": 1e3 * med["evaluate"], "train_forward_ms": 1e3 * med["train_forward"],
+            "evaluate / train_forward": med["evaluate"] / med["train_forward"], "rounds": len(by),
+        })
+    return pd.DataFrame(rows)
 
 
 def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[str], env: str, path: Path) -> None:
@@ -666,6 +848,26 @@ def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[
                          "ratio": ratio, "target": GRADLOG_TARGET, "met": bool(ratio <= GRADLOG_TARGET)})
         parts += ["## Gradient-norm logging overhead (`Trainer.train_step(instrument=True/False)`)", "",
                   _markdown(pd.DataFrame(rows)), ""]
+    floors = floor_table(frame)
+    if not floors.empty:
+        parts += [
+            "## Step time over the GEMM floor (ratio of medians; paired = per-round ratios, "
+            "25th-75th percentile)", "",
+            "The floor: per training step, the dense matrix products of the case's model (per "
+            "projection of each attention layer X.W, dY.W^T and X^T.dY of (N, H x D) by "
+            "(H x D, H x D); the input and output Linears' too) as plain `torch.mm` calls, "
+            "timed in the same rounds as the steps (`lipnorm.bench.floor_gemms`).", "",
+            _markdown(floors.drop(columns=["family"]), ".4g"), "",
+        ]
+    epochs = epoch_table(frame)
+    if not epochs.empty:
+        parts += [
+            "## Epoch of `lipnorm train` beside its step (its Trainer and model; medians)", "",
+            "epoch = train step + evaluation, with layer statistics every K-th epoch, amortised "
+            "per round as (logged epoch + (K - 1) epochs) / K; evaluate / train_forward: the "
+            "evaluation (no autograd) over a training-mode forward with autograd recording.", "",
+            _markdown(epochs, ".4g"), "",
+        ]
     slopes = scaling_slopes(times)
     if not slopes.empty:
         parts += [f"## Scaling (target: edges slope <= {SLOPE_TARGET})", "", _markdown(slopes), ""]
@@ -685,20 +887,24 @@ def run_benchmark(
     mirror: str | None = None,
     log: Callable[[str], None] | None = None,
     device: str = "cpu",
+    flush_denormal: bool = False,
 ) -> list[Path]:
     """Run the benchmark (`QUICK` or `FULL` plan) on `device` (`lipnorm.device`) and
     write its outputs into `out`.
 
     Progress goes to `log` (default: stderr); returns the paths written.
+    `flush_denormal` sets `torch.set_flush_denormal` for every measurement.
     """
     import dgl
     import torch
 
     from lipnorm.device import resolve_device, use_device
+    from lipnorm.train import set_flush_denormal
 
     target = resolve_device(device)  # first: a refused device leaves nothing behind
     use_device(target)
     require_pyg()
+    set_flush_denormal(flush_denormal)
     if threads is not None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -709,6 +915,7 @@ def run_benchmark(
     plan = QUICK if quick else FULL
     command = (
         "lipnorm bench" + (" --quick" if quick else "") + f" --out {out} --threads {threads} --device {target}"
+        + (" --flush-denormal" if flush_denormal else "")
     )
     load_start = os.getloadavg()
     rows: list[dict] = []
@@ -722,20 +929,28 @@ def run_benchmark(
         need = estimated_step_gflop(
             graph.nodes, graph.edges, graph.features.shape[1], case.depth, case.heads, case.hidden, case.family
         )
+        names = None
         if need > plan.step_budget_gflop:
-            skipped.append(f"{case.family} {spec} depth {case.depth} {case.heads}x{case.hidden}: ~{need:.0f} GFLOP")
-            log(f"skip {case}: ~{need:.1f} GFLOP per step > {plan.step_budget_gflop}")
-            continue
-        rows += measure_case(case, graph, plan, log)
+            if case.family != "gat" or (spec, case.depth, case.heads, case.hidden) not in plan.over_budget_cases:
+                skipped.append(f"{case.family} {spec} depth {case.depth} {case.heads}x{case.hidden}: ~{need:.0f} GFLOP")
+                log(f"skip {case}: ~{need:.1f} GFLOP per step > {plan.step_budget_gflop}")
+                continue
+            names = plan.floor_implementations
+            log(f"{case}: ~{need:.1f} GFLOP per step, measured for its GEMM floor with {', '.join(names)} only")
+        rows += measure_case(case, graph, plan, log, names)
     profile_spec = f"csbm-{plan.profile_edges}"
     graphs = {profile_spec: graphs.get(profile_spec) or _to_device(load_graph(profile_spec, root, mirror), target)}
     profile_text, profile_ops = profile_lip(graphs[profile_spec], plan)
     gradlog_spec = "cora" if "cora" in plan.datasets else plan.datasets[0]
     for depth in plan.gradlog_depths:
-        rows += gradlog_overhead(gradlog_spec, depth, plan, threads, root, mirror, str(target))
+        rows += gradlog_overhead(gradlog_spec, depth, plan, threads, root, mirror, flush_denormal, str(target))
         log(f"gradient-logging overhead measured on {gradlog_spec}, depth {depth}")
+    for spec, depth, heads, hidden, model in plan.epoch_cases:
+        rows += epoch_times(spec, depth, heads, hidden, model, plan, threads, root, mirror, flush_denormal, str(target))
+        log(f"epoch of lipnorm train measured: {model} on {spec}, depth {depth}, {heads}x{hidden}")
+    rows += floor_rows(pd.DataFrame(rows, columns=COLUMNS))
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    env = _environment(threads, command, load_start, os.getloadavg(), str(target))
+    env = _environment(threads, command, load_start, os.getloadavg(), str(target), flush_denormal)
     with atomic_dir(out) as tmp:
         frame.to_csv(tmp / "measurements.csv", index=False)
         (tmp / "profile_gat_8x8.txt").write_text(profile_text)

@@ -134,6 +134,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     ):
         flags.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=text)
     flags.add_argument(
+        "--flush-denormal", action="store_true", default=argparse.SUPPRESS,
+        help="flush denormal floats to zero (torch.set_flush_denormal; default off: bit-for-bit "
+        "the published runs)",
+    )
+    flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,
         help="do not write layerstats.parquet (per-layer energy, MAD, attention entropy)",
     )
@@ -227,15 +232,19 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--data-root", default="resources/datasets", help="dataset folder (default: %(default)s)")
     bench.add_argument("--mirror", metavar="DIR", help="dataset mirror (default: $LIPNORM_DATA_MIRROR)")
     bench.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    bench.add_argument(
+        "--flush-denormal", action="store_true", help="flush denormal floats to zero (torch.set_flush_denormal)"
+    )
     bench.set_defaults(handler=_bench)
 
 
 def _bench(args: argparse.Namespace) -> int:
     from lipnorm.bench import run_benchmark
 
-    return _print_paths(
-        run_benchmark(args.out, args.quick, args.threads, args.data_root, args.mirror, device=args.device)
-    )
+    return _print_paths(run_benchmark(
+        args.out, args.quick, args.threads, args.data_root, args.mirror,
+        device=args.device, flush_denormal=args.flush_denormal,
+    ))
 
 
 def _add_probe(sub: argparse._SubParsersAction) -> None:

@@ -147,6 +147,7 @@ class TrainConfig:
     patience: int | None = None
     variant: str | None = None
     threads: int = 1
+    flush_denormal: bool = False
     grad_log_every: int = 10
     layer_stats: bool = True
     mask: str | None = None
@@ -381,6 +382,7 @@ def prepare(config: TrainConfig) -> Setup:
     # DGL's kernels run on their own OpenMP pool: limit both.
     torch.set_num_threads(config.threads)
     dgl.utils.set_num_threads(config.threads)
+    set_flush_denormal(config.flush_denormal)
     seed_everything(config.seed)
     csbm = None if config.csbm is None else data.csbm_params(config.csbm)
     dataset = data.load_dataset(
@@ -407,6 +409,13 @@ def prepare(config: TrainConfig) -> Setup:
         )
         features, model = features.to(device), model.to(device)
     return Setup(dataset, features, model, model_config, erased)
+
+
+def set_flush_denormal(on: bool) -> None:
+    """`torch.set_flush_denormal(on)` for the process (both ways: a previous run's
+    setting does not carry over); ValueError if the CPU cannot flush denormals."""
+    if not torch.set_flush_denormal(on) and on:
+        raise ValueError("flush_denormal is not supported on this CPU (it needs SSE3)")
 
 
 class StepResult(NamedTuple):
@@ -564,6 +573,7 @@ class Trainer:
             self.optimizer.step()
         return StepResult(finite, loss_value, grad_norms, output_norms)
 
+    # no_grad, not inference_mode: the latter measured no faster (benchmarks/eval_modes.py).
     @torch.no_grad()
     def evaluate(self, layer_stats: bool = False) -> tuple[float, float, float, float]:
         """`(val_loss, train_metric, val_metric, test_metric)` in eval mode.
