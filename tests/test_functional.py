@@ -43,6 +43,8 @@ def test_inverse_sqrt_is_exact_above_eps_and_zero_with_zero_gradient_at_or_below
     torch.testing.assert_close(result, torch.tensor([0.0, 0.0, 0.5, 1 / 0.6]))
     # d/ds s^(-1/2) = -0.5 s^(-3/2)
     torch.testing.assert_close(squared.grad, torch.tensor([0.0, 0.0, -0.5 / 8, -0.5 / 0.216]))
+    above = torch.tensor([4.0, 0.36, 2.0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: inverse_sqrt(s, 0.5), (above,))
 
 
 def test_inverse_sqrt_with_eps_zero_maps_only_zero_to_zero():
