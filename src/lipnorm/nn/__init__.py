@@ -14,9 +14,7 @@ from lipnorm.nn.models import (
     DeepGAT,
     DeepGT,
     ModelConfig,
-    attention_layers,
     build_model,
-    gradient_groups,
 )
 from lipnorm.nn.pairnorm import PairNorm
 
@@ -30,8 +28,6 @@ __all__ = [
     "MODEL_NAMES",
     "ModelConfig",
     "build_model",
-    "gradient_groups",
-    "attention_layers",
     "lipschitz_norm_linear",
     "lipschitz_norm_dot_product",
 ]

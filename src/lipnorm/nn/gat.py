@@ -170,10 +170,23 @@ class GATConv(AttentionConv):
         h = self.feat_drop(feat)
         return h, self.fc(h).view(-1, self.num_heads, self.out_feats)
 
+    def _attention_terms(self, ft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`a_l . W h` and `a_r . W h` per node and head, `(N, H, 1)` each, as one GEMM.
+
+        `W h` flattened to `(N, H*D)` times the block-diagonal `(H*D, 2H)` matrix whose
+        block h holds head h's two vectors: one matrix product forward and two backward,
+        where `(ft * attn_l).sum(-1)` makes an `(N, H, D)` temporary forward and two
+        backward, per vector (fwd+bwd of both terms at Cora: 2.5 -> 1.0 ms at 8 heads x 8,
+        19.8 -> 8.2 ms at 8 x 64). The zeros add nothing; BLAS sums in its own order, so
+        the terms move by float32 rounding (1e-6 absolute there), not more.
+        """
+        vectors = torch.cat([self.attn_l, self.attn_r]).permute(1, 2, 0)  # (H, D, 2)
+        terms = (ft.flatten(1) @ torch.block_diag(*vectors)).view(-1, self.num_heads, 2)
+        return terms[..., :1], terms[..., 1:]
+
     def _scores(self, graph: dgl.DGLGraph, ft: torch.Tensor) -> torch.Tensor:
         """Pre-LeakyReLU scores `(E, H, 1)`, normalised as `norm`/`variant` say."""
-        graph.srcdata["el"] = (ft * self.attn_l).sum(dim=-1, keepdim=True)
-        graph.dstdata["er"] = (ft * self.attn_r).sum(dim=-1, keepdim=True)
+        graph.srcdata["el"], graph.dstdata["er"] = self._attention_terms(ft)
         graph.apply_edges(fn.u_add_v("el", "er", "e"))
         if self.norm == "none":
             return graph.edata["e"]
