@@ -8,7 +8,8 @@ floor <= 1.4) and around it. Run it on an otherwise idle machine:
     PYTHONPATH=src .venv/bin/python benchmarks/gemm_floor.py --mirror ../shared/datasets
 
 Options: `--cells cora:10,csbm-100000:10` (dataset:depth, 8 x 64), `--seconds` per cell,
-`--implementations gat,gat-lip,dgl-gat`. Not a test: it prints, per cell and
+`--implementations gat,gat-lip,dgl-gat`, `--glibc-default-malloc` (measure without
+`lipnorm.train.retain_freed_memory`). Not a test: it prints, per cell and
 implementation, the median step and floor (ms), step / floor with the quartiles of the
 per-round ratios, and the rounds.
 """
@@ -21,7 +22,7 @@ import os
 
 import pandas as pd
 
-from lipnorm import bench
+from lipnorm import bench, train
 
 CELLS = [("cora", 2), ("cora", 10), ("cora", 30), ("csbm-10000", 10), ("csbm-100000", 2)]
 
@@ -38,7 +39,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--mirror", default=None, help="dataset mirror folder")
     parser.add_argument("--root", default="resources/datasets", help="dataset folder")
+    parser.add_argument("--glibc-default-malloc", action="store_true",
+                        help="leave glibc's malloc thresholds alone (lipnorm train and bench raise them)")
     args = parser.parse_args()
+    if not args.glibc_default_malloc:
+        train.retain_freed_memory()
     cells = CELLS if args.cells is None else [
         (spec, int(depth)) for spec, depth in (cell.split(":") for cell in args.cells.split(","))
     ]
@@ -46,7 +51,8 @@ def main() -> None:
     dgl.utils.set_num_threads(args.threads)
     plan = dataclasses.replace(bench.FULL, families=("gat",), seconds_per_case=args.seconds, min_rounds=5, max_rounds=200)
     names = args.implementations.split(",")
-    print(f"{args.threads} thread(s); load average at start " + ", ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+    malloc = "glibc default" if args.glibc_default_malloc else "freed memory retained"
+    print(f"{args.threads} thread(s), malloc {malloc}; load average at start " + ", ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for spec, depth in cells:
         graph = bench.load_graph(spec, args.root, args.mirror)
         case = bench.Case("gat", bench.parse_dataset(spec)[0], graph.nodes, graph.edges, depth, 8, 64)

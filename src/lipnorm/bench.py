@@ -899,12 +899,13 @@ def run_benchmark(
     import torch
 
     from lipnorm.device import resolve_device, use_device
-    from lipnorm.train import set_flush_denormal
+    from lipnorm.train import retain_freed_memory, set_flush_denormal
 
     target = resolve_device(device)  # first: a refused device leaves nothing behind
     use_device(target)
     require_pyg()
     set_flush_denormal(flush_denormal)
+    retain_freed_memory()  # as `lipnorm train` runs
     if threads is not None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
