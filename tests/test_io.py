@@ -41,3 +41,15 @@ def test_written_files_and_folders_follow_the_umask(tmp_path):
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+
+
+def test_atomic_dir_removes_the_temporary_folders_of_killed_attempts(tmp_path):
+    # What a SIGKILL between the last write and the rename leaves behind.
+    stale = tmp_path / ".s0.k1ll3d.tmp"
+    stale.mkdir()
+    (stale / "summary.json").write_text("{}")
+    other = tmp_path / ".s1.abcdef.tmp"  # another run's: not this path's to remove
+    other.mkdir()
+    with atomic_dir(tmp_path / "s0") as tmp:
+        (tmp / "summary.json").write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s1.abcdef.tmp", "s0"]

@@ -498,10 +498,17 @@ def final_targets(workdir: Path, config: dict) -> list[Path]:
     return out
 
 
+def finished_runs(workdir: Path, name: str = "summary.json") -> list[Path]:
+    """`name` in every finished run directory (not in the hidden temporary folder a run
+    writes into before its rename: `lipnorm.io.atomic_dir`)."""
+    found = (workdir / "results").glob(f"*/runs/**/{name}")
+    return sorted(path for path in found if not any(part.startswith(".") for part in path.parts))
+
+
 def metrics_by_run(workdir: Path) -> dict[str, pd.DataFrame]:
     return {
         str(path.parent.relative_to(workdir)): pd.read_parquet(path).drop(columns="seconds")
-        for path in sorted((workdir / "results").glob("*/runs/**/metrics.parquet"))
+        for path in finished_runs(workdir, "metrics.parquet")
     }
 
 
@@ -537,14 +544,14 @@ def test_killed_run_resumes_to_the_same_outputs(smoke_run, tmp_path):
     )
     try:
         deadline = time.monotonic() + 300
-        while not list((tmp_path / "results").glob("*/runs/**/summary.json")):
+        while not finished_runs(tmp_path):
             assert proc.poll() is None, "snakemake ended before the first run finished"
             assert time.monotonic() < deadline, "no run finished within 300 s"
             time.sleep(0.2)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    finished = len(list((tmp_path / "results").glob("*/runs/**/summary.json")))
+    finished = len(finished_runs(tmp_path))
     assert finished < expected_job_counts(config)["train"], "killed too late to test a resume"
 
     snakemake(tmp_path, "--configfile", PRESETS["smoke"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -38,10 +39,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary folder beside `path`; rename it onto `path` only on success.
 
-    An existing `path` is replaced. On failure the temporary folder is removed.
+    An existing `path` is replaced. On failure the temporary folder is removed; the
+    temporary folders of earlier attempts that were killed (SIGKILL, a lost node) before
+    they could clean up are removed first, so a rerun leaves nothing half-written behind.
+    A path has one writer at a time (a workflow job), so those are never in use.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     tmp.chmod(0o777 & ~_umask())  # mkdtemp creates 0700
     try:
