@@ -51,6 +51,8 @@ COLUMNS = [
     "family", "dataset", "nodes", "edges", "depth", "heads", "hidden",
     "implementation", "metric", "round", "value",
 ]
+# What identifies a benchmark case (the leading columns of `COLUMNS`).
+CASE_KEYS = ["family", "dataset", "nodes", "edges", "depth", "heads", "hidden"]
 # (numerator, denominator, target or None): the ratios summary.md reports, per family.
 RATIOS = {
     "gat": [
@@ -665,29 +667,34 @@ def cases(plan: Plan) -> list[tuple[str, Case]]:
     ]
 
 
+def paired_ratio(num: pd.Series, den: pd.Series, target: float | None) -> dict:
+    """Times of the same rounds (indexed by round): the ratio of medians, the
+    interquartile range of the per-round ratios, the rounds paired, the target check."""
+    paired = (num / den).dropna()
+    ratio = num.median() / den.median()
+    return {
+        "ratio": ratio, "paired_q25": paired.quantile(0.25), "paired_q75": paired.quantile(0.75),
+        "rounds": len(paired), "target": target, "met": None if target is None else bool(ratio <= target),
+    }
+
+
 def ratio_table(times: pd.DataFrame) -> pd.DataFrame:
     """One row per (family, case, ratio): medians, ratio of medians, and the
     interquartile range of the per-round ratios, with the target check."""
-    keys = ["family", "dataset", "nodes", "edges", "depth", "heads", "hidden"]
     rows = []
-    for key, group in times.groupby(keys, sort=False):
+    for key, group in times.groupby(CASE_KEYS, sort=False):
         by_impl = group.pivot_table(index="round", columns="implementation", values="value")
         for num, den, target in RATIOS[key[0]]:
             if num not in by_impl or den not in by_impl:
                 continue
-            paired = (by_impl[num] / by_impl[den]).dropna()
-            ratio = by_impl[num].median() / by_impl[den].median()
+            stats = paired_ratio(by_impl[num], by_impl[den], target)
             rows.append({
-                **dict(zip(keys, key)),
+                **dict(zip(CASE_KEYS, key)),
                 "ratio": f"{num} / {den}",
                 "median_ms_num": 1e3 * by_impl[num].median(),
                 "median_ms_den": 1e3 * by_impl[den].median(),
-                "value": ratio,
-                "paired_q25": paired.quantile(0.25),
-                "paired_q75": paired.quantile(0.75),
-                "rounds": len(paired),
-                "target": target,
-                "met": None if target is None else bool(ratio <= target),
+                "value": stats.pop("ratio"),
+                **stats,
             })
     return pd.DataFrame(rows)
 
@@ -763,8 +770,6 @@ def layer_times(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["metric"] == "step_seconds") & frame["family"].isin(list(RATIOS))]
 
 
-CASE_KEYS = ["family", "dataset", "nodes", "edges", "depth", "heads", "hidden"]
-
 
 def floor_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per case and implementation: median step and GEMM-floor ms of the same
@@ -778,12 +783,9 @@ def floor_table(frame: pd.DataFrame) -> pd.DataFrame:
         target = FLOOR_TARGET if (case["dataset"], case["depth"], case["heads"], case["hidden"]) == FLOOR_TARGET_CASE else None
         for impl, group in times.get_group(key).groupby("implementation", sort=False):
             step = group.set_index("round")["value"]
-            paired = (step / floor).dropna()
-            ratio = step.median() / floor.median()
             rows.append({
                 **case, "implementation": impl, "step_ms": 1e3 * step.median(), "floor_ms": 1e3 * floor.median(),
-                "ratio": ratio, "paired_q25": paired.quantile(0.25), "paired_q75": paired.quantile(0.75),
-                "rounds": len(paired), "target": target, "met": None if target is None else bool(ratio <= target),
+                **paired_ratio(step, floor, target),
             })
     return pd.DataFrame(rows)
 
