@@ -53,13 +53,15 @@ COLUMNS = [
 ]
 # What identifies a benchmark case (the leading columns of `COLUMNS`).
 CASE_KEYS = ["family", "dataset", "nodes", "edges", "depth", "heads", "hidden"]
-# (numerator, denominator, target or None): the ratios summary.md reports, per family.
+# (numerator, denominator, target or None): the ratios summary.md reports, per family;
+# the targets of issue 15 (GAT-Lip within 10 % of GAT, our GAT and GAT-Lip no slower
+# than DGL's and PyG's GATConv).
 RATIOS = {
     "gat": [
         ("gat-lip", "gat", 1.10),
         ("gat-lip-official", "gat", 1.10),
-        ("gat", "dgl-gat", 1.05),
-        ("gat-lip", "pyg-gat", 1.10),
+        ("gat", "dgl-gat", 1.0),
+        ("gat-lip", "pyg-gat", 1.0),
     ],
     "gt": [
         ("gt-lip", "gt", 1.10),
