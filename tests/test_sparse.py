@@ -98,6 +98,42 @@ def test_passes_gradcheck_in_float64():
     assert torch.autograd.gradcheck(lambda x, w: neighbour_weighted_sum(graph, x, w), (x, weights))
 
 
+def test_gradients_are_differentiable_again_in_float64():
+    # Double backward (create_graph=True), as the Lipschitz probe uses.
+    graph = shuffled_edge_ids()
+    x, weights = inputs(graph, 3, 4, dtype=torch.float64)
+    assert torch.autograd.gradgradcheck(lambda x, w: neighbour_weighted_sum(graph, x, w), (x, weights))
+
+
+def test_double_backward_equals_dgl_update_all():
+    graph = random_graph()
+    x, weights = inputs(graph, 2, 3)
+    vector = torch.randn(x.shape, generator=torch.Generator().manual_seed(4))
+
+    def hessian_vector(function):
+        (grad_x,) = torch.autograd.grad(function(graph, x, weights).pow(2).sum(), x, create_graph=True)
+        return torch.autograd.grad((grad_x * vector).sum(), (x, weights))
+
+    for ours, expected in zip(hessian_vector(neighbour_weighted_sum), hessian_vector(reference)):
+        assert torch.equal(ours, expected)
+
+
+def test_jacobian_vector_products_by_double_backward_equal_dgl():
+    """The Lipschitz probe's J v = d/du <J^T u, v>, with weights that depend on x too
+    (as attention does): both gradients must be the partial derivatives only."""
+    graph = random_graph()
+    x, weights = inputs(graph, 2, 3, dtype=torch.float64)
+    vector = torch.randn(x.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+
+    def jacobian_vector(function):
+        out = function(graph, x, weights * x.sum())
+        u = torch.zeros_like(out, requires_grad=True)
+        (jt_u,) = torch.autograd.grad(out, x, u, create_graph=True)
+        return torch.autograd.grad(jt_u, u, vector)[0]
+
+    torch.testing.assert_close(jacobian_vector(neighbour_weighted_sum), jacobian_vector(reference), rtol=1e-12, atol=1e-12)
+
+
 def test_a_graph_changed_in_place_is_summed_over_its_new_edges():
     graph = random_graph()
     x, weights = inputs(graph, 2, 3)

@@ -23,6 +23,7 @@ import weakref
 from typing import NamedTuple
 
 import dgl
+import dgl.backend.pytorch.sparse as dgl_sparse
 import torch
 
 __all__ = ["neighbour_weighted_sum"]
@@ -111,6 +112,8 @@ class _NeighbourWeightedSum(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         x, weights = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            return (None, *_differentiable_backward(ctx, x, weights, grad))
         grad = grad.contiguous()
         grad_x = grad_weights = None
         if ctx.needs_input_grad[1]:
@@ -127,6 +130,21 @@ class _NeighbourWeightedSum(torch.autograd.Function):
             )
             grad_weights = products.values().index_select(0, layout.target).view(weights.shape)
         return None, grad_x, grad_weights
+
+
+def _differentiable_backward(ctx, x, weights, grad):
+    """The gradients by DGL's own formulas, as differentiable DGL ops.
+
+    Under ``create_graph=True`` (double backward: the Lipschitz probe's Jacobian
+    products) the gradients must have derivatives, which the CSR products lack. These are
+    the two operations DGL's g-SpMM backward uses (the sum over the reversed edges, a dot
+    product per edge), each an autograd function of its own. First-order training never
+    comes here.
+    """
+    structure = ctx.graph._graph
+    grad_x = dgl_sparse.gspmm(structure.reverse(), "mul", "sum", grad, weights) if ctx.needs_input_grad[1] else None
+    grad_weights = dgl_sparse.gsddmm(structure, "dot", x, grad) if ctx.needs_input_grad[2] else None
+    return grad_x, grad_weights
 
 
 def neighbour_weighted_sum(graph: dgl.DGLGraph, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
