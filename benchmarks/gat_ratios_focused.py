@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-import numpy as np
+import pandas as pd
 
 from lipnorm import bench
 
@@ -31,10 +31,11 @@ RATIOS = [("gat-lip", "gat"), ("gat", "dgl-gat"), ("gat-lip", "pyg-gat")]
 
 
 def ratio(times: dict[str, dict[int, float]], num: str, den: str) -> str:
-    paired = np.array([times[num][r] / times[den][r] for r in times[num]])
-    of_medians = np.median(list(times[num].values())) / np.median(list(times[den].values()))
-    q25, q75 = np.percentile(paired, [25, 75])
-    return f"{num}/{den} {of_medians:.3f} (paired {q25:.3f}-{q75:.3f}, {len(paired)} rounds)"
+    stats = bench.paired_ratio(pd.Series(times[num]), pd.Series(times[den]), None)
+    return (
+        f"{num}/{den} {stats['ratio']:.3f} (paired {stats['paired_q25']:.3f}-{stats['paired_q75']:.3f}, "
+        f"{stats['rounds']} rounds)"
+    )
 
 
 def main() -> None:

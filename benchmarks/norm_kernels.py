@@ -53,7 +53,8 @@ def main() -> None:
     dgl.utils.set_num_threads(1)
     print("load average at start " + ", ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for spec, heads, hidden in CELLS:
-        graph = bench.load_graph(spec, args.root, args.mirror).structure(bench.implementations()["gat"])
+        data = bench.load_graph(spec, args.root, args.mirror)
+        graph = data.structure(bench.implementations()["gat"])
         nodes, edges = graph.num_nodes(), graph.num_edges()
         generator = torch.Generator().manual_seed(0)
         torch.manual_seed(0)
@@ -94,7 +95,6 @@ def main() -> None:
             "bwd squared norms": lambda: ft_plain * (2 * node),
             "bwd accumulate into W h": lambda: ft_grad + ft_plain,
         }
-        data = bench.load_graph(spec, args.root, args.mirror)
         models = {}
         for name in ("gat", "gat-lip"):
             model = bench.build_bench_model(name, data.features.shape[1], int(data.labels.max()) + 1, DEPTH, heads, hidden)

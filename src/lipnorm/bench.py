@@ -772,7 +772,6 @@ def layer_times(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["metric"] == "step_seconds") & frame["family"].isin(list(RATIOS))]
 
 
-
 def floor_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per case and implementation: median step and GEMM-floor ms of the same
     rounds, step / floor (ratio of medians) with the quartiles of the per-round ratios,
