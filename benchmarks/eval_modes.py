@@ -63,7 +63,7 @@ def main() -> None:
             trainer.model.train()
             trainer.model(trainer.graph, trainer.features)
 
-        assert in_inference_mode() == trainer.evaluate(), "the two evaluations differ"
+        assert torch.equal(in_inference_mode(), trainer.evaluate()), "the two evaluations differ"
         trainer.evaluate(layer_stats=True)
         expected = trainer.layer_stats.rows(0)
         in_inference_mode(layer_stats=True)

@@ -289,13 +289,39 @@ def test_multilabel_dataset_trains_with_bce_and_reports_micro_f1(tmp_path, monke
 def test_metrics_against_hand_computed_values():
     logits = torch.tensor([[2.0, -1.0], [0.5, 1.5], [-0.2, 0.1], [3.0, 0.0]])
     classes = torch.tensor([0, 1, 0, 1])
-    assert train.compute_metric("accuracy", logits, classes) == 0.5
-    assert train.compute_metric("ogb-accuracy", logits, classes) == 0.5
+    # 0-d float64 tensors, left where the logits are (no host synchronisation).
+    accuracy = train.compute_metric("accuracy", logits, classes)
+    assert accuracy.shape == () and accuracy.dtype == torch.float64 and accuracy.item() == 0.5
+    assert train.compute_metric("ogb-accuracy", logits, classes).item() == 0.5
     # Predicted positive where logit > 0: tp = 4, fp = 1, fn = 1 -> F1 = 8 / 10.
     multi = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
-    assert train.compute_metric("micro-f1", logits, multi) == pytest.approx(8 / 10)
+    assert train.compute_metric("micro-f1", logits, multi).item() == 8 / 10
+    # Nothing predicted and nothing to find: 0, not 0/0.
+    assert train.compute_metric("micro-f1", -logits.abs() - 1, torch.zeros(4, 2)).item() == 0.0
     with pytest.raises(ValueError, match="unknown metric 'auc'"):
         train.compute_metric("auc", logits, classes)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ogb_accuracy_equals_ogbs_evaluator(seed):
+    from ogb.nodeproppred import Evaluator
+
+    generator = torch.Generator().manual_seed(seed)
+    nodes = int(torch.randint(1, 500, (1,), generator=generator))
+    logits = torch.randn(nodes, 40, generator=generator)
+    labels = torch.randint(0, 40, (nodes,), generator=generator)
+    expected = Evaluator("ogbn-arxiv").eval({"y_true": labels.view(-1, 1), "y_pred": logits.argmax(1, keepdim=True)})
+    assert train.compute_metric("ogb-accuracy", logits, labels).item() == expected["acc"]
+
+
+def test_micro_f1_equals_the_exact_fraction():
+    from fractions import Fraction
+
+    generator = torch.Generator().manual_seed(0)
+    logits, labels = torch.randn(300, 7, generator=generator), (torch.rand(300, 7, generator=generator) > 0.7).float()
+    predicted, actual = (logits > 0).numpy(), (labels > 0.5).numpy()
+    tp, fp, fn = (int(x.sum()) for x in (predicted & actual, predicted & ~actual, ~predicted & actual))
+    assert train.compute_metric("micro-f1", logits, labels).item() == float(Fraction(2 * tp, 2 * tp + fp + fn))
 
 
 def test_a_diverging_run_ends_diverged_with_its_files_and_exit_code_0(tmp_path, capsys):
@@ -317,7 +343,7 @@ def test_a_diverging_run_ends_diverged_with_its_files_and_exit_code_0(tmp_path, 
     assert f"diverged at epoch {epoch}" in capsys.readouterr().err
 
 
-def test_injected_nan_gradient_stops_before_the_optimizer_step(tmp_path, monkeypatch):
+def test_injected_nan_gradient_ends_the_run_at_that_epoch(tmp_path, monkeypatch):
     original = train.GradientNorms.__call__
     calls = []
 

@@ -341,16 +341,10 @@ def test_an_unknown_device_is_rejected_naming_the_key(tmp_path, where):
     assert not (tmp_path / "results").exists()
 
 
-def test_slurm_profile_gpu_example_trains_on_the_gpu_it_requests(tmp_path):
-    """profiles/slurm with its commented GPU lines uncommented: every train job asks SLURM
-    for a GPU and runs `lipnorm train --device cuda` (dry run: no cluster needed)."""
-    text = (REPO / "profiles" / "slurm" / "config.v9+.yaml").read_text()
-    example = ["    # gpu: 1", "# config:", "#   train:", "#     device: cuda"]
-    assert all(line in text.splitlines() for line in example)
-    for line in example:
-        text = text.replace(line + "\n", line.replace("# ", "", 1) + "\n")
-    profile = yaml.safe_load(text)
-    assert profile["set-resources"]["train"]["gpu"] == 1 and profile["config"] == {"train": {"device": "cuda"}}
+def gpu_jobs_under_profile(tmp_path, text: str) -> tuple[list[str], list[str], str]:
+    """A dry run of the smoke preset with profile `text` (as a workflow profile) whose
+    training jobs must all run `lipnorm train --device cuda` and claim one GPU each:
+    `(train jobs, other jobs, output)` as Snakemake prints them."""
     (tmp_path / "profile").mkdir()
     (tmp_path / "profile" / "config.v9+.yaml").write_text(text)
     cmd = [
@@ -367,6 +361,41 @@ def test_slurm_profile_gpu_example_trains_on_the_gpu_it_requests(tmp_path):
     train_jobs = [job for job in jobs if job.startswith("train:")]
     assert len(train_jobs) == len(commands)
     assert all(re.search(r"resources: .*\bgpu=1\b", job) for job in train_jobs)
+    return train_jobs, [job for job in jobs if not job.startswith("train:")], proc.stdout
+
+
+def test_slurm_profile_gpu_example_trains_on_the_gpu_it_requests(tmp_path):
+    """profiles/slurm with its commented GPU lines uncommented: every train job asks SLURM
+    for a GPU and runs `lipnorm train --device cuda` (dry run: no cluster needed)."""
+    text = (REPO / "profiles" / "slurm" / "config.v9+.yaml").read_text()
+    example = ["    # gpu: 1", "# config:", "#   train:", "#     device: cuda"]
+    assert all(line in text.splitlines() for line in example)
+    for line in example:
+        text = text.replace(line + "\n", line.replace("# ", "", 1) + "\n")
+    profile = yaml.safe_load(text)
+    assert profile["set-resources"]["train"]["gpu"] == 1 and profile["config"] == {"train": {"device": "cuda"}}
+    gpu_jobs_under_profile(tmp_path, text)
+
+
+def test_default_profile_gpu_example_runs_one_training_job_at_a_time_on_the_gpu(tmp_path):
+    """profiles/default with its GPU example uncommented: the machine has one GPU
+    (`resources: gpu: 1`), every train job claims it and runs `lipnorm train --device cuda`,
+    so Snakemake never runs two training processes on the GPU at once (dry run)."""
+    text = (REPO / "profiles" / "default" / "config.v9+.yaml").read_text()
+    lines = text.splitlines()
+    start = lines.index("# resources:")
+    example = lines[start:]
+    assert example == [
+        "# resources:", "#   gpu: 1", "# set-resources:", "#   train:", "#     gpu: 1",
+        "# config:", "#   train:", "#     device: cuda",
+    ]
+    text = "\n".join(lines[:start] + [line.removeprefix("# ") for line in example]) + "\n"
+    profile = yaml.safe_load(text)
+    assert profile["resources"] == {"gpu": 1} and profile["set-resources"]["train"] == {"gpu": 1}
+    _, others, _ = gpu_jobs_under_profile(tmp_path, text)
+    # Jobs of other rules claim no GPU, so they still run beside the training job.
+    assert any(job.startswith(("mask:", "aggregate:")) for job in others)
+    assert not any(re.search(r"\bgpu=", job) for job in others if job.startswith(("mask:", "aggregate:")))
 
 
 NUMBERS_AS_WRITTEN = """\

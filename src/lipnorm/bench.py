@@ -115,6 +115,14 @@ class Plan:
     # the ratios depend on the per-layer balance of projections and edge passes, which
     # the smaller cells of the same width and degree already measure.
     step_budget_gflop: float = 60.0
+    # The same on a GPU: ~2 s per step at a sustained 10 TFLOP/s (a fraction of a current
+    # GPU's float32 peak: the edge passes are memory-bound). The full grid's largest cell
+    # (gt, 10^6 edges, depth 30, 8x64) is ~19,000 GFLOP, so a GPU run measures every cell.
+    cuda_step_budget_gflop: float = 20_000.0
+
+    def budget_gflop(self, device) -> float:
+        """The work per step above which a case is skipped on `device`."""
+        return self.cuda_step_budget_gflop if device.type == "cuda" else self.step_budget_gflop
     gradlog_depths: tuple[int, ...] = (2, 10, 30)
     gradlog_rounds: int = 15
     profile_edges: int = 100_000
@@ -278,7 +286,7 @@ class Graph(NamedTuple):
     edge_index: Any  # (2, E) int64, source row first (PyG's flow source -> target)
     features: Any
     labels: Any
-    train_mask: Any
+    train_index: Any  # the training nodes' indices (a boolean mask would synchronise a GPU)
     num_classes: int
 
     @property
@@ -320,7 +328,7 @@ def load_graph(spec: str, root: str | os.PathLike, mirror: str | None) -> Graph:
     edge_index = torch.stack(dataset.graph.edges()).long().contiguous()
     return Graph(
         spec, dataset.graph, edge_index, dataset.features, dataset.labels,
-        dataset.train_mask, dataset.num_classes,
+        torch.nonzero(dataset.train_mask).squeeze(1), dataset.num_classes,
     )
 
 
@@ -369,10 +377,13 @@ def gemm_floor(gemms: Sequence[tuple[int, int, int, bool]], device=None) -> Call
     (on `device`, default the CPU)."""
     import torch
 
+    from lipnorm.device import move
+
+    device = torch.device("cpu") if device is None else device
     operands = {}
     for rows, inner, cols, transposed in set(gemms):
-        left = torch.randn(inner, rows, device=device).t() if transposed else torch.randn(rows, inner, device=device)
-        operands[rows, inner, cols, transposed] = (left, torch.randn(inner, cols, device=device))
+        left = move(torch.randn(inner, rows), device).t() if transposed else move(torch.randn(rows, inner), device)
+        operands[rows, inner, cols, transposed] = (left, move(torch.randn(inner, cols), device))
     calls = [operands[gemm] for gemm in gemms]
 
     def step() -> None:
@@ -382,32 +393,43 @@ def gemm_floor(gemms: Sequence[tuple[int, int, int, bool]], device=None) -> Call
     return step
 
 
-def train_step(model, optimizer, structure, graph: Graph) -> float:
-    """One full-batch training step; returns the loss (forces the step to complete)."""
+def train_step(model, optimizer, structure, graph: Graph):
+    """One full-batch training step; returns the loss tensor (not waited for)."""
     import torch.nn.functional as F
 
     optimizer.zero_grad(set_to_none=True)
     logits = model(structure, graph.features)
-    loss = F.cross_entropy(logits[graph.train_mask], graph.labels[graph.train_mask])
+    loss = F.cross_entropy(logits[graph.train_index], graph.labels[graph.train_index])
     loss.backward()
     optimizer.step()
-    return loss.item()
+    return loss.detach()
 
 
-def _timed(step: Callable[[], Any]) -> float:
+def _timed(step: Callable[[], Any], device) -> float:
+    """Seconds `step` takes to complete on `device`: a GPU runs queued work after the
+    call returns, so the device is synchronised before the clock starts (nothing of the
+    previous step is charged to this one) and before it stops."""
+    from lipnorm.device import synchronize
+
+    synchronize(device)
     start = time.perf_counter()
     step()
+    synchronize(device)
     return time.perf_counter() - start
 
 
 def interleaved_rounds(
-    steps: dict[str, Callable[[], Any]], plan: Plan, rounds: int | None = None
+    steps: dict[str, Callable[[], Any]], plan: Plan, rounds: int | None = None, device=None
 ) -> Iterator[tuple[int, str, float]]:
-    """Warm up, then yield `(round, name, seconds)`: one step of each per round.
+    """Warm up, then yield `(round, name, seconds)`: one step of each per round, timed to
+    its completion on `device` (default the CPU; `_timed`).
 
     The order rotates by one every round. Without `rounds`, rounds continue until
     `plan.seconds_per_case` have passed (within [min_rounds, max_rounds]).
     """
+    import torch
+
+    device = torch.device("cpu") if device is None else device
     names = list(steps)
     for _ in range(plan.warmup_rounds):
         for name in names:
@@ -417,7 +439,7 @@ def interleaved_rounds(
     for r in range(limit):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
-            yield r, name, _timed(steps[name])
+            yield r, name, _timed(steps[name], device)
         enough = rounds is None and r + 1 >= plan.min_rounds
         if enough and time.perf_counter() - started >= plan.seconds_per_case:
             break
@@ -435,20 +457,24 @@ def _peak_rss_of(step: Callable[[], Any]) -> tuple[float, float]:
 
 
 def _peak_cuda_of(step: Callable[[], Any], device) -> float:
-    """Peak bytes torch allocates on the GPU during `step`, in MB."""
-    import torch
+    """Peak MB torch's tensors occupy on the GPU during `step` (everything resident then
+    counts: call it with nothing else of the benchmark alive)."""
+    from lipnorm import device as devices
 
-    torch.cuda.reset_peak_memory_stats(device)
+    devices.release_memory(device)
+    devices.synchronize(device)
+    devices.reset_peak_memory(device)
     step()
-    return torch.cuda.max_memory_allocated(device) / 2**20
+    devices.synchronize(device)
+    return devices.peak_memory_mb(device)
 
 
 def _to_device(graph: Graph, device) -> Graph:
     """`graph` with its structures, inputs and targets on `device`."""
-    if device.type == "cpu":
-        return graph
-    moved = {name: getattr(graph, name).to(device) for name in
-             ("graph", "edge_index", "features", "labels", "train_mask")}
+    from lipnorm.device import move
+
+    moved = {name: move(getattr(graph, name), device) for name in
+             ("graph", "edge_index", "features", "labels", "train_index")}
     return graph._replace(**moved)
 
 
@@ -489,43 +515,57 @@ def _rows(case: Case, impl: str, metric: str, values: Sequence[tuple[int | None,
 
 
 def measure_case(
-    case: Case, graph: Graph, plan: Plan, log: Callable[[str], None], names: Sequence[str] | None = None
+    case: Case, graph: Graph, plan: Plan, log: Callable[[str], None], names: Sequence[str] | None = None,
+    device=None,
 ) -> list[dict]:
     """Interleaved step times of every implementation of the case's family (or of
     `names`) and of its GEMM floor (`gemm_floor`, implementation `FLOOR`, metric
     `floor_seconds`), then peak RSS (and on a GPU its peak allocation) and per-layer
-    saved bytes of each implementation, on the device of `graph`."""
+    saved bytes of each implementation, on `device` (default: that of `graph`'s tensors)."""
     import torch
 
-    device = graph.features.device
+    from lipnorm.device import move
+
+    device = graph.features.device if device is None else device
     impls = {
         name: impl for name, impl in implementations().items()
         if impl.family == case.family and (names is None or name in names)
     }
-    steps = {}
-    for name, impl in impls.items():
+    def make_step(name: str) -> Callable[[], Any]:
         model = build_bench_model(
             name, graph.features.shape[1], graph.num_classes, case.depth, case.heads, case.hidden
-        ).train().to(device)
+        ).train()
+        model = move(model, device)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
-        structure = graph.structure(impl)
-        steps[name] = lambda m=model, o=optimizer, s=structure: train_step(m, o, s, graph)
+        structure = graph.structure(impls[name])
+        return lambda: train_step(model, optimizer, structure, graph)
+
+    steps = {name: make_step(name) for name in impls}
     steps[FLOOR] = gemm_floor(floor_gemms(case, graph.features.shape[1], graph.num_classes), device)
     times: dict[str, list[tuple[int, float]]] = {name: [] for name in steps}
-    for r, name, seconds in interleaved_rounds(steps, plan):
+    for r, name, seconds in interleaved_rounds(steps, plan, device=device):
         times[name].append((r, seconds))
+    del steps[FLOOR]  # its operands
     rows = _rows(case, FLOOR, "floor_seconds", times.pop(FLOOR))
     for name in impls:
         rows += _rows(case, name, "step_seconds", times[name])
         peak, delta = _peak_rss_of(steps[name])
         rows += _rows(case, name, "peak_rss_mb", [(None, peak)])
         rows += _rows(case, name, "step_rss_mb", [(None, delta)])
-        if device.type == "cuda":
-            rows += _rows(case, name, "peak_cuda_mb", [(None, _peak_cuda_of(steps[name], device))])
+    if device.type == "cuda":
+        # Each implementation alone on the GPU (the graph besides): a fresh model, one warm
+        # step so that Adam's state exists as in the timed steps, then the measured one.
+        steps.clear()
+        for name in impls:
+            step = make_step(name)
+            step()
+            rows += _rows(case, name, "peak_cuda_mb", [(None, _peak_cuda_of(step, device))])
+            del step
+    for name in impls:
         width = case.heads * case.hidden
         torch.manual_seed(0)
-        layer = impls[name].make(width, case.hidden, case.heads, 0.0).to(device)
-        feat = torch.randn(graph.nodes, width, requires_grad=True, device=device)
+        layer = move(impls[name].make(width, case.hidden, case.heads, 0.0), device)
+        feat = move(torch.randn(graph.nodes, width), device).requires_grad_()
         saved = saved_tensor_bytes(layer, graph.structure(impls[name]), feat)
         rows += _rows(case, name, "layer_saved_mb", [(None, saved / 2**20)])
     medians = ", ".join(f"{name} {1e3 * np.median([t for _, t in times[name]]):.1f}" for name in impls)
@@ -566,7 +606,7 @@ def gradlog_overhead(
     }
     graph = trainer.graph
     case = Case("gradlog", config.dataset, graph.num_nodes(), graph.num_edges(), depth, config.heads, config.hidden)
-    rounds = interleaved_rounds(steps, plan, rounds=plan.gradlog_rounds)
+    rounds = interleaved_rounds(steps, plan, rounds=plan.gradlog_rounds, device=trainer.device)
     return [row for r, impl, seconds in rounds for row in _rows(case, impl, "step_seconds", [(r, seconds)])]
 
 
@@ -611,46 +651,56 @@ def epoch_times(
     }
     graph = trainer.graph
     case = Case("epoch", config.dataset, graph.num_nodes(), graph.num_edges(), depth, heads, hidden)
-    rounds = interleaved_rounds(steps, plan, rounds=plan.epoch_rounds)
+    rounds = interleaved_rounds(steps, plan, rounds=plan.epoch_rounds, device=trainer.device)
     return [row for r, part, seconds in rounds for row in _rows(case, model, f"{part}_seconds", [(r, seconds)])]
 
 
-def profile_lip(graph: Graph, plan: Plan, heads: int = 8, hidden: int = 8) -> tuple[str, pd.DataFrame]:
+def profile_lip(graph: Graph, plan: Plan, heads: int = 8, hidden: int = 8, device=None) -> tuple[str, pd.DataFrame]:
     """torch.profiler tables of training steps of gat and gat-lip, and per-op differences.
 
     Returns the text report and a frame `op, calls_gat, calls_gat_lip, ms_gat, ms_gat_lip,
-    extra_ms` (self CPU time per step), largest extra first.
+    extra_ms` (self time per step: on the CPU, CPU time; on a GPU, the time its kernels ran
+    on the GPU, which is what a step waits for there), largest extra first.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from lipnorm.device import move, synchronize
+
     per_impl = {}
     text = []
+    device = graph.features.device if device is None else device
     activities = [ProfilerActivity.CPU]
-    if graph.features.device.type == "cuda":
+    # torch 2.2's names (2.4 renamed them self_device_time_total / "self_device_time_total").
+    self_time = "self_cpu_time_total"
+    if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
+        self_time = "self_cuda_time_total"
     for name in ("gat", "gat-lip"):
         model = build_bench_model(
             name, graph.features.shape[1], graph.num_classes, plan.profile_depth, heads, hidden
-        ).train().to(graph.features.device)
+        ).train()
+        model = move(model, device)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
         for _ in range(2):
             train_step(model, optimizer, graph.graph, graph)
+        synchronize(device)
         with profile(activities=activities, record_shapes=False) as prof:
             for _ in range(plan.profile_steps):
                 train_step(model, optimizer, graph.graph, graph)
+            synchronize(device)
         averages = prof.key_averages()
         text.append(
             f"== {name}: {plan.profile_steps} training step(s), {graph.name} "
             f"({graph.nodes} nodes, {graph.edges} edges), depth {plan.profile_depth}, "
-            f"{heads} heads x {hidden}\n"
-            + averages.table(sort_by="self_cpu_time_total", row_limit=30)
+            f"{heads} heads x {hidden}, ranked by {self_time}\n"
+            + averages.table(sort_by=self_time, row_limit=30)
         )
         per_impl[name] = pd.DataFrame(
             {
                 "op": [event.key for event in averages],
                 "calls": [event.count / plan.profile_steps for event in averages],
-                "ms": [event.self_cpu_time_total / 1e3 / plan.profile_steps for event in averages],
+                "ms": [getattr(event, self_time) / 1e3 / plan.profile_steps for event in averages],
             }
         ).groupby("op").sum()
     both = per_impl["gat"].join(per_impl["gat-lip"], how="outer", lsuffix="_gat", rsuffix="_gat_lip").fillna(0.0)
@@ -824,7 +874,9 @@ def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[str], env: str, path: Path) -> None:
+def write_summary(
+    frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[str], env: str, path: Path, device_type: str = "cpu"
+) -> None:
     times = layer_times(frame)
     ratios = ratio_table(times)
     parts = ["# Benchmark: the cost of LipschitzNorm", "", env, ""]
@@ -839,7 +891,12 @@ def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[
             columns="metric", values="value",
         ).reset_index()
         parts += ["## Memory (MB): peak RSS of one step, its rise over the RSS before it, "
-                  "and what one layer alone saves for backward", "", _markdown(table, ".4g"), ""]
+                  "and what one layer alone saves for backward", ""]
+        if "peak_cuda_mb" in table:
+            parts += ["peak_cuda_mb: the most torch's tensors occupied on the GPU during one step "
+                      "with this implementation alone there (its model, Adam's state, the graph "
+                      "and inputs; not the allocator's cache or the CUDA context).", ""]
+        parts += [_markdown(table, ".4g"), ""]
     gradlog = frame[frame["family"] == "gradlog"]
     if not gradlog.empty:
         rows = []
@@ -877,7 +934,8 @@ def write_summary(frame: pd.DataFrame, profile_ops: pd.DataFrame, skipped: list[
     if skipped:
         parts += ["## Skipped (estimated work per training step over the budget)", ""]
         parts += [f"- {line}" for line in skipped] + [""]
-    parts += ["## Where LipschitzNorm's extra time goes (gat-lip minus gat, self CPU ms per step)", "",
+    clock = "self GPU kernel ms" if device_type == "cuda" else "self CPU ms"
+    parts += [f"## Where LipschitzNorm's extra time goes (gat-lip minus gat, {clock} per step)", "",
               "Full tables: `profile_gat_8x8.txt`.", "", _markdown(profile_ops.head(15)), ""]
     path.write_text("\n".join(parts))
 
@@ -934,17 +992,17 @@ def run_benchmark(
             graph.nodes, graph.edges, graph.features.shape[1], case.depth, case.heads, case.hidden, case.family
         )
         names = None
-        if need > plan.step_budget_gflop:
+        if need > plan.budget_gflop(target):
             if case.family != "gat" or (spec, case.depth, case.heads, case.hidden) not in plan.over_budget_cases:
                 skipped.append(f"{case.family} {spec} depth {case.depth} {case.heads}x{case.hidden}: ~{need:.0f} GFLOP")
-                log(f"skip {case}: ~{need:.1f} GFLOP per step > {plan.step_budget_gflop}")
+                log(f"skip {case}: ~{need:.1f} GFLOP per step > {plan.budget_gflop(target)} ({target.type} budget)")
                 continue
             names = plan.floor_implementations
             log(f"{case}: ~{need:.1f} GFLOP per step, measured for its GEMM floor with {', '.join(names)} only")
-        rows += measure_case(case, graph, plan, log, names)
+        rows += measure_case(case, graph, plan, log, names, device=target)
     profile_spec = f"csbm-{plan.profile_edges}"
     graphs = {profile_spec: graphs.get(profile_spec) or _to_device(load_graph(profile_spec, root, mirror), target)}
-    profile_text, profile_ops = profile_lip(graphs[profile_spec], plan)
+    profile_text, profile_ops = profile_lip(graphs[profile_spec], plan, device=target)
     gradlog_spec = "cora" if "cora" in plan.datasets else plan.datasets[0]
     for depth in plan.gradlog_depths:
         rows += gradlog_overhead(gradlog_spec, depth, plan, threads, root, mirror, flush_denormal, str(target))
@@ -959,7 +1017,7 @@ def run_benchmark(
         frame.to_csv(tmp / "measurements.csv", index=False)
         (tmp / "profile_gat_8x8.txt").write_text(profile_text)
         profile_ops.to_csv(tmp / "profile_gat_8x8_ops.csv", index=False)
-        write_summary(frame, profile_ops, skipped, env, tmp / "summary.md")
+        write_summary(frame, profile_ops, skipped, env, tmp / "summary.md", target.type)
         names = [path.name for path in write_figure(layer_times(frame), tmp)]
     out = Path(out)
     return [out / name for name in

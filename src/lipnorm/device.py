@@ -10,6 +10,13 @@ CUDA needs both halves: torch with a visible GPU (`torch.cuda.is_available()`) a
 build with CUDA kernels. DGL registers its CUDA device API as the global function
 `device_api.cuda` only in its CUDA builds, so its presence is the probe (`nd.gpu(0).exist`
 cannot tell "no CUDA build" from "no GPU").
+
+Every device-specific call of the project goes through the functions here: `resolve_device`,
+`use_device` (make current, deterministic kernels, reset the peak), `move` (put a tensor,
+graph or module on the device), `synchronize`, `reset_peak_memory`, `release_memory` and
+`peak_memory_mb`. On the CPU they do nothing (or read the resident set), so one code path
+serves both; the tests replace torch's CUDA entry points by recording fakes and drive
+`--device cuda` through these functions on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -63,12 +70,17 @@ def cuda_problem(index: int | None = None) -> str | None:
 
 
 def resolve_device(text: str) -> torch.device:
-    """The `torch.device` that `text` asks for; `auto` is cuda if usable, else cpu."""
+    """The `torch.device` that `text` asks for, always with an index on CUDA.
+
+    `cuda` is the current CUDA device (normally `cuda:0`; torch's own `torch.device("cuda")`
+    has no index, which `torch.cuda.set_device` refuses); `auto` is that device if CUDA is
+    usable, else the CPU.
+    """
     check_device(text)
     if text == "cpu":
         return torch.device("cpu")
     if text == "auto":
-        return torch.device("cuda" if cuda_problem() is None else "cpu")
+        return _current_cuda() if cuda_problem() is None else torch.device("cpu")
     index = int(text.split(":")[1]) if ":" in text else None
     problem = cuda_problem(index)
     if problem is not None:
@@ -77,7 +89,11 @@ def resolve_device(text: str) -> torch.device:
             f"with CUDA (PyPI's torch 2.2.1 is one) and DGL's CUDA build, which is not on "
             f"PyPI: {DGL_CUDA_INSTALL}. Use --device cpu (or auto) otherwise"
         )
-    return torch.device(text)
+    return _current_cuda() if index is None else torch.device("cuda", index)
+
+
+def _current_cuda() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 def use_device(device: torch.device) -> None:
@@ -96,12 +112,38 @@ def use_device(device: torch.device) -> None:
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.cuda.reset_peak_memory_stats(device)
+    reset_peak_memory(device)
+
+
+def move(item, device: torch.device):
+    """`item` (a tensor, a DGLGraph or a module) on `device`: the one place data moves."""
+    return item if device.type == "cpu" else item.to(device)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on `device` (a GPU runs asynchronously); a no-op on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start `peak_memory_mb`'s count anew on a GPU (the CPU's peak RSS cannot be reset here:
+    `lipnorm.bench` resets it through /proc)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def release_memory(device: torch.device) -> None:
+    """Give the GPU memory torch caches but no tensor uses back to the driver, so that
+    what one model leaves behind does not count for the next (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def peak_memory_mb(device: torch.device) -> float:
-    """Peak memory in MB on `device`: torch's peak allocation on a GPU (since `use_device`),
-    the process's peak resident set size on the CPU."""
+    """Peak memory in MB on `device`: the largest total that torch's tensors occupied on the
+    GPU since the last `reset_peak_memory` (not the allocator's cached reserve, nor the CUDA
+    context); the peak resident set size of the whole process on the CPU."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     # ru_maxrss is in KiB on Linux.

@@ -56,7 +56,8 @@ from tqdm import tqdm
 
 import lipnorm
 from lipnorm import data
-from lipnorm.device import check_device, peak_memory_mb, resolve_device, use_device
+from lipnorm import device as devices
+from lipnorm.device import check_device, resolve_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.nn.models import (
@@ -343,43 +344,47 @@ def seed_everything(seed: int) -> None:
     dgl.seed(seed)
 
 
-def compute_metric(metric: str, logits: torch.Tensor, labels: torch.Tensor) -> float:
-    """`metric` of the predictions `logits` against `labels` (rows already selected)."""
-    if metric == "accuracy":
-        return (logits.argmax(1) == labels).double().mean().item()
+def compute_metric(metric: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """`metric` of the predictions `logits` against `labels` (rows already selected), as a
+    0-d float64 tensor on their device: computed there, with no host synchronisation.
+
+    "ogb-accuracy" is OGB's `Evaluator("ogbn-arxiv")` (the share of correct labels, the
+    same float64 division; tested against it), computed without its copy to numpy.
+    """
+    if metric in ("accuracy", "ogb-accuracy"):
+        return (logits.argmax(1) == labels).double().mean()
     if metric == "micro-f1":
         predicted, actual = logits > 0, labels > 0.5
-        true_pos = (predicted & actual).sum().item()
-        false_pos = (predicted & ~actual).sum().item()
-        false_neg = (~predicted & actual).sum().item()
+        true_pos = (predicted & actual).sum().double()
+        false_pos = (predicted & ~actual).sum().double()
+        false_neg = (~predicted & actual).sum().double()
         denominator = 2 * true_pos + false_pos + false_neg
-        return 2 * true_pos / denominator if denominator else 0.0
-    if metric == "ogb-accuracy":
-        from ogb.nodeproppred import Evaluator
-
-        result = Evaluator("ogbn-arxiv").eval(
-            {"y_true": labels.view(-1, 1), "y_pred": logits.argmax(1, keepdim=True)}
-        )
-        return float(result["acc"])
+        # No positives predicted or present: 0 (the division's 0/0 is not taken).
+        return torch.where(denominator > 0, 2 * true_pos / denominator.clamp(min=1), 0.0)
     raise ValueError(f"unknown metric {metric!r}; allowed: accuracy, micro-f1, ogb-accuracy")
 
 
 class Setup(NamedTuple):
     """Everything a run trains on, built deterministically from the config's seed."""
 
-    dataset: Any  # lipnorm.data.NodeDataset
-    features: torch.Tensor  # with the missing rows erased
-    model: torch.nn.Module
+    dataset: Any  # lipnorm.data.NodeDataset, on the CPU as loaded
+    features: torch.Tensor  # with the missing rows erased, on `device`
+    model: torch.nn.Module  # on `device`
     model_config: ModelConfig  # resolved
     erased: int  # number of feature rows erased
+    graph: dgl.DGLGraph  # the dataset's graph on `device`
+    labels: torch.Tensor  # on `device`
+    splits: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # train/val/test node indices on `device`
+    device: torch.device
 
 
 def prepare(config: TrainConfig) -> Setup:
     """Seed, load the data, apply the missing-features mask, build the model, and move
-    graph, features, labels, masks and model to `config.device`."""
+    what training uses to `config.device`: the graph, the erased features, the labels, the
+    split masks as node indices, the model (not the unerased features or the masks)."""
     # First: an unusable device is refused before anything is loaded.
     device = resolve_device(config.device)
-    use_device(device)
+    devices.use_device(device)
     # DGL's kernels run on their own OpenMP pool: limit both.
     torch.set_num_threads(config.threads)
     dgl.utils.set_num_threads(config.threads)
@@ -399,18 +404,15 @@ def prepare(config: TrainConfig) -> Setup:
     model_config = config.model_config(dataset.features.shape[1], dataset.num_classes).resolved()
     model = build_model(model_config)
     erased = int(np.count_nonzero(mask))
-    if device.type != "cpu":
-        dataset = dataclasses.replace(
-            dataset,
-            graph=dataset.graph.to(device),
-            features=dataset.features.to(device),
-            labels=dataset.labels.to(device),
-            train_mask=dataset.train_mask.to(device),
-            val_mask=dataset.val_mask.to(device),
-            test_mask=dataset.test_mask.to(device),
-        )
-        features, model = features.to(device), model.to(device)
-    return Setup(dataset, features, model, model_config, erased)
+    # Indices, made on the CPU: selecting rows by a boolean mask on a GPU waits for the
+    # GPU to count them (a host synchronisation) at every use.
+    masks = (dataset.train_mask, dataset.val_mask, dataset.test_mask)
+    splits = tuple(devices.move(torch.nonzero(mask).squeeze(1), device) for mask in masks)
+    return Setup(
+        dataset, devices.move(features, device), devices.move(model, device), model_config, erased,
+        graph=devices.move(dataset.graph, device), labels=devices.move(dataset.labels, device),
+        splits=splits, device=device,
+    )
 
 
 # glibc's mallopt parameters (malloc.h) and the size below which freed memory is reused.
@@ -448,10 +450,40 @@ def set_flush_denormal(on: bool) -> None:
 
 
 class StepResult(NamedTuple):
-    finite: bool  # loss and gradient norms finite: the optimizer step was taken
+    """What a training step measured, as tensors left on the device (see `Trainer.train_step`)."""
+
+    loss: torch.Tensor  # 0-d
+    grad_norms: torch.Tensor | None  # (len(GradientNorms.keys),) float64, None when not measured
+    output_norms: torch.Tensor | None  # (attention layers,) float64, None when not measured
+
+
+class Epoch(NamedTuple):
+    """An epoch's step and evaluation as numbers on the host (`gather`)."""
+
     loss: float
-    grad_norms: list[float] | None  # one per `GradientNorms.keys`, None when not measured
-    output_norms: list[float] | None  # one per attention layer
+    grad_norms: list[float]  # empty when not measured
+    output_norms: list[float]
+    val_loss: float
+    train_metric: float
+    val_metric: float
+    test_metric: float
+
+    @property
+    def finite(self) -> bool:
+        """Loss and gradient norms finite (else the run has diverged at this step)."""
+        return math.isfinite(self.loss) and all(map(math.isfinite, self.grad_norms))
+
+
+def gather(step: StepResult, evaluation: torch.Tensor) -> Epoch:
+    """The step's and the evaluation's tensors copied to the host at once: the one host
+    synchronisation of an epoch."""
+    parts = [step.loss.detach().double().reshape(1)]
+    parts += [part for part in (step.grad_norms, step.output_norms) if part is not None]
+    values = torch.cat([*parts, evaluation]).tolist()
+    counts = [0 if part is None else len(part) for part in (step.grad_norms, step.output_norms)]
+    grad_end = 1 + counts[0]
+    output_end = grad_end + counts[1]
+    return Epoch(values[0], values[1:grad_end], values[grad_end:output_end], *values[output_end:])
 
 
 class GradientNorms:
@@ -461,19 +493,27 @@ class GradientNorms:
         groups = gradient_groups(model)
         self.keys = [(layer, kind, group) for layer, kind, group, _ in groups]
         self.params = [param for *_, params in groups for param in params]
+        # On the parameters' device, made once: a copy per step would wait for the GPU.
         self.index = torch.tensor(
-            [i for i, (*_, params) in enumerate(groups) for _ in params], dtype=torch.long
+            [i for i, (*_, params) in enumerate(groups) for _ in params], dtype=torch.long,
+            device=self.params[0].device if self.params else None,
         )
+        self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
 
     def __call__(self) -> torch.Tensor:
         """Norms `(len(keys),)` in float64, left on the device (no synchronisation)."""
-        present = [i for i, param in enumerate(self.params) if param.grad is not None]
+        present = tuple(i for i, param in enumerate(self.params) if param.grad is not None)
         per_param = torch._foreach_norm([self.params[i].grad for i in present])
         # Squares in float64: a float32 square overflows at norms of ~1e19.
         squares = torch.stack(per_param).double().square()
-        index = self.index if len(present) == len(self.params) else self.index[present]
+        if len(present) == len(self.params):
+            index = self.index
+        else:  # some parameters got no gradient: their groups' index, kept per pattern
+            if present not in self._subsets:
+                self._subsets[present] = self.index[list(present)]
+            index = self._subsets[present]
         totals = torch.zeros(len(self.keys), dtype=torch.float64, device=squares.device)
-        totals.index_add_(0, index.to(squares.device), squares)
+        totals.index_add_(0, index, squares)
         return totals.sqrt()
 
 
@@ -552,10 +592,11 @@ class Trainer:
     def __init__(self, setup: Setup, lr: float, weight_decay: float, protocol: str):
         dataset = setup.dataset
         self.model = setup.model
-        self.graph = dataset.graph
+        self.graph = setup.graph
         self.features = setup.features
-        self.labels = dataset.labels
-        self.masks = (dataset.train_mask, dataset.val_mask, dataset.test_mask)
+        self.labels = setup.labels
+        self.splits = setup.splits  # train, val, test node indices
+        self.device = setup.device
         self.metric = dataset.metric
         self.loss_fn = (
             F.binary_cross_entropy_with_logits if dataset.multilabel else F.cross_entropy
@@ -570,13 +611,18 @@ class Trainer:
     def lr(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
 
+    def _rows(self, tensor: torch.Tensor, split: int) -> torch.Tensor:
+        return tensor.index_select(0, self.splits[split])
+
     def train_step(self, instrument: bool = True) -> StepResult:
-        """Forward, backward and (if everything is finite) an optimizer step.
+        """Forward, backward and an optimizer step; the measurements stay on the device.
 
         `instrument` measures the gradient-group norms (which also detect a non-finite
         gradient) and the attention outputs' norms; False exists to time their cost.
+        Nothing here waits for a GPU: the step is taken whatever the gradients are, since
+        deciding on the host would synchronise every step; a non-finite loss or gradient
+        norm ends the run at this epoch (`_train_loop`), so the model it leaves is not used.
         """
-        train_mask = self.masks[0]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         self.output_norms.norms.clear()
@@ -585,27 +631,21 @@ class Trainer:
             logits = self.model(self.graph, self.features)
         finally:
             self.output_norms.active = False
-        loss = self.loss_fn(logits[train_mask], self.labels[train_mask])
+        loss = self.loss_fn(self._rows(logits, 0), self._rows(self.labels, 0))
         loss.backward()
-        if not instrument:
-            loss_value = loss.item()
-            grad_norms = output_norms = None
-        else:
-            measured = [loss.detach().double().reshape(1), self.gradient_norms()]
+        grad_norms = output_norms = None
+        if instrument:
+            grad_norms = self.gradient_norms()
             if self.output_norms.norms:
-                measured.append(torch.stack(self.output_norms.norms).double())
-            values = torch.cat(measured).tolist()  # the one synchronisation of the step
-            count = len(self.gradient_norms.keys)
-            loss_value, grad_norms, output_norms = values[0], values[1 : 1 + count], values[1 + count :]
-        finite = math.isfinite(loss_value) and all(map(math.isfinite, grad_norms or ()))
-        if finite:
-            self.optimizer.step()
-        return StepResult(finite, loss_value, grad_norms, output_norms)
+                output_norms = torch.stack(self.output_norms.norms).double()
+        self.optimizer.step()
+        return StepResult(loss.detach(), grad_norms, output_norms)
 
     # no_grad, not inference_mode: the latter measured no faster (benchmarks/eval_modes.py).
     @torch.no_grad()
-    def evaluate(self, layer_stats: bool = False) -> tuple[float, float, float, float]:
-        """`(val_loss, train_metric, val_metric, test_metric)` in eval mode.
+    def evaluate(self, layer_stats: bool = False) -> torch.Tensor:
+        """`(val_loss, train_metric, val_metric, test_metric)` in eval mode, as a float64
+        tensor on the device (no host synchronisation; `gather` copies it).
 
         `layer_stats` keeps each attention layer's output and attention for
         `self.layer_stats.rows` (the forward itself is unchanged).
@@ -616,12 +656,12 @@ class Trainer:
             logits = self.model(self.graph, self.features)
         finally:
             self.layer_stats.active = False
-        val_mask = self.masks[1]
-        val_loss = self.loss_fn(logits[val_mask], self.labels[val_mask]).item()
-        train, val, test = (
-            compute_metric(self.metric, logits[mask], self.labels[mask]) for mask in self.masks
-        )
-        return val_loss, train, val, test
+        val_loss = self.loss_fn(self._rows(logits, 1), self._rows(self.labels, 1))
+        metrics = [
+            compute_metric(self.metric, self._rows(logits, split), self._rows(self.labels, split))
+            for split in range(3)
+        ]
+        return torch.stack([val_loss.double(), *metrics])
 
 
 def _versions() -> dict[str, str]:
@@ -743,16 +783,17 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
     for epoch in bar:
         epoch_start = time.perf_counter()
         lr = trainer.lr
-        step = trainer.train_step()
         # Epoch 1 is always logged: the gradients at initialisation matter most.
         logged = (epoch - 1) % config.grad_log_every == 0
-        val_loss = train_metric = val_metric = test_metric = math.nan
-        if step.finite:
-            with_stats = logged and config.layer_stats
-            val_loss, train_metric, val_metric, test_metric = trainer.evaluate(with_stats)
-            if with_stats:
-                history.layerstats += trainer.layer_stats.rows(epoch)
-                stats_epoch = epoch
+        with_stats = logged and config.layer_stats
+        step = gather(trainer.train_step(), trainer.evaluate(with_stats))
+        val_loss, train_metric, val_metric, test_metric = step.val_loss, step.train_metric, step.val_metric, step.test_metric
+        if not step.finite:  # the evaluation saw the model after a non-finite step
+            val_loss = train_metric = val_metric = test_metric = math.nan
+            trainer.layer_stats.captured.clear()
+        elif with_stats:
+            history.layerstats += trainer.layer_stats.rows(epoch)
+            stats_epoch = epoch
         diverged = not math.isfinite(val_loss)
         # The diverged epoch's gradient norms are kept whatever the interval: they show
         # what blew up.
@@ -845,9 +886,9 @@ def _summary(
         "epochs_run": len(rows),
         "wall_time_s": time.perf_counter() - started,
         "mean_epoch_s": float(np.mean([row["seconds"] for row in rows])) if rows else None,
-        "peak_memory_mb": peak_memory_mb(setup.features.device),
+        "peak_memory_mb": devices.peak_memory_mb(setup.device),
         "num_params": _num_params(setup.model),
         "versions": _versions(),
-        "device": str(setup.features.device),
+        "device": str(setup.device),
         "threads": torch.get_num_threads(),
     }
