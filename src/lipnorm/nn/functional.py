@@ -305,6 +305,40 @@ def check_eps(eps: float) -> None:
         raise ValueError(f"eps must be a finite number >= 0, got {eps}")
 
 
+def reject_zero_in_degree(graph: dgl.DGLGraph) -> None:
+    """Raise `ValueError` if a node of `graph` has no in-edge (DGL's layers' default check).
+
+    Such a node gets no message: its output would be the residual and bias only.
+    """
+    isolated = int((graph.in_degrees() == 0).sum())
+    if isolated:
+        raise ValueError(
+            f"the graph has {isolated} node(s) with in-degree 0, whose output would "
+            "be residual and bias only; add self-loops (dgl.add_self_loop) or pass "
+            "allow_zero_in_degree=True"
+        )
+
+
+def residual_projection(in_feats: int, width: int, *, residual: bool, bias: bool) -> nn.Module | None:
+    """DGL's GATConv residual: None, the identity (``in_feats == width``) or a Linear.
+
+    The Linear carries the bias (DGL's layout: the layer then has none of its own).
+    """
+    if not residual:
+        return None
+    if in_feats != width:
+        return nn.Linear(in_feats, width, bias=bias)
+    return nn.Identity()
+
+
+def reset_residual(res_fc: nn.Module | None) -> None:
+    """A linear residual as DGL's GATConv draws it: Xavier-normal (ReLU gain), zero bias."""
+    if isinstance(res_fc, nn.Linear):
+        nn.init.xavier_normal_(res_fc.weight, gain=nn.init.calculate_gain("relu"))
+        if res_fc.bias is not None:
+            nn.init.zeros_(res_fc.bias)
+
+
 def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: int) -> None:
     """Raise `ValueError` naming the value if an attention layer's option is not allowed.
 

@@ -34,6 +34,9 @@ from lipnorm.nn.functional import (
     AttentionConv,
     check_eps,
     lipschitz_norm_linear,
+    reject_zero_in_degree,
+    reset_residual,
+    residual_projection,
 )
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
@@ -133,12 +136,7 @@ class GATConv(AttentionConv):
         self.leaky_relu = nn.LeakyReLU(negative_slope)
         # DGL's layout: a linear residual carries the bias, so there is no second one.
         linear_residual = residual and in_feats != width
-        if not residual:
-            self.register_module("res_fc", None)
-        elif linear_residual:
-            self.res_fc = nn.Linear(in_feats, width, bias=bias)
-        else:
-            self.res_fc = nn.Identity()
+        self.register_module("res_fc", residual_projection(in_feats, width, residual=residual, bias=bias))
         if bias and not linear_residual:
             self.bias = nn.Parameter(torch.empty(width))
         else:
@@ -153,21 +151,12 @@ class GATConv(AttentionConv):
         nn.init.xavier_normal_(self.attn_r, gain=gain)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
-        if isinstance(self.res_fc, nn.Linear):
-            nn.init.xavier_normal_(self.res_fc.weight, gain=gain)
-            if self.res_fc.bias is not None:
-                nn.init.zeros_(self.res_fc.bias)
+        reset_residual(self.res_fc)
 
     def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor):
         """Dropped-out input `(N, in_feats)` and its projection W h `(N, H, D)`."""
         if not self.allow_zero_in_degree:
-            isolated = int((graph.in_degrees() == 0).sum())
-            if isolated:
-                raise ValueError(
-                    f"the graph has {isolated} node(s) with in-degree 0, whose output would "
-                    "be residual and bias only; add self-loops (dgl.add_self_loop) or pass "
-                    "allow_zero_in_degree=True"
-                )
+            reject_zero_in_degree(graph)
         h = self.feat_drop(feat)
         return h, self.fc(h).view(-1, self.num_heads, self.out_feats)
 
