@@ -220,9 +220,9 @@ def _check_rank(name: str, tensor: torch.Tensor, rank: int) -> None:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {rank} dimensions (N, H, D)")
 
 
-def _check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
+def _check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...], given: str = "ft") -> None:
     if tuple(tensor.shape) != expected:
-        raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {expected} for this graph and ft")
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {expected} for this graph and {given}")
 
 
 class _SquaredNorm(torch.autograd.Function):
@@ -319,12 +319,27 @@ def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: i
 
 
 class AttentionConv(nn.Module):
-    """What GAT and GT layers share: validated sizes and LipschitzNorm options."""
+    """What GAT and GT layers share: validated sizes and LipschitzNorm options.
 
-    def __init__(self, in_feats: int, out_feats: int, num_heads: int, *, norm: str, alpha: float, variant: str):
+    `in_feats` is one input size, or a pair ``(in_src_feats, in_dst_feats)`` for
+    bipartite graphs whose source and destination features differ in size (as DGL's
+    layers take it); `in_src_feats` and `in_dst_feats` hold the two sizes either way.
+    """
+
+    def __init__(
+        self, in_feats: int | tuple[int, int], out_feats: int, num_heads: int, *, norm: str, alpha: float, variant: str
+    ):
         super().__init__()
+        if isinstance(in_feats, tuple):
+            if len(in_feats) != 2:
+                raise ValueError(f"in_feats must be a size or a pair (in_src_feats, in_dst_feats), got {in_feats}")
+            in_sizes = {"in_feats[0]": in_feats[0], "in_feats[1]": in_feats[1]}
+            self.in_src_feats, self.in_dst_feats = in_feats
+        else:
+            in_sizes = {"in_feats": in_feats}
+            self.in_src_feats = self.in_dst_feats = in_feats
         check_attention_options(
-            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
+            norm=norm, variant=variant, alpha=alpha, **in_sizes, out_feats=out_feats, num_heads=num_heads
         )
         self.in_feats = in_feats
         self.out_feats = out_feats
@@ -332,6 +347,28 @@ class AttentionConv(nn.Module):
         self.norm = norm
         self.alpha = alpha
         self.variant = variant
+
+    def _input_features(self, graph: dgl.DGLGraph, feat) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`(feat_src, feat_dst)` of a feature pair, or `(feat, None)` of one tensor, checked.
+
+        One tensor holds the source nodes' features (on a block, its first
+        `num_dst_nodes` rows are the destinations', DGL's convention); a layer built with
+        a pair of input sizes takes a pair only, as DGL's layers do.
+        """
+        if isinstance(feat, tuple):
+            if len(feat) != 2:
+                raise ValueError(f"feat must be a tensor or a pair (feat_src, feat_dst), got a tuple of {len(feat)}")
+            feat_src, feat_dst = feat
+            _check_shape("feat_src", feat_src, (graph.num_src_nodes(), self.in_src_feats), "in_feats")
+            _check_shape("feat_dst", feat_dst, (graph.num_dst_nodes(), self.in_dst_feats), "in_feats")
+            return feat_src, feat_dst
+        if isinstance(self.in_feats, tuple):
+            raise ValueError(
+                f"this layer has in_feats = {self.in_feats}, a pair: it takes features as a pair "
+                "(feat_src, feat_dst), got one tensor"
+            )
+        _check_shape("feat", feat, (graph.num_src_nodes(), self.in_feats), "in_feats")
+        return feat, None
 
     def extra_repr(self) -> str:
         return (

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import NamedTuple
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
 
 import dgl
 import dgl.backend.pytorch.sparse as dgl_sparse
 import torch
 
-__all__ = ["neighbour_weighted_sum"]
+__all__ = ["neighbour_weighted_sum", "per_structure"]
 
 # PyTorch warns, once per process, that its CSR tensors are beta; only the long-standing
 # CSR x dense products are used here, so that warning is spent here, silently.
@@ -76,25 +77,36 @@ def _head_interleaved(indptr, indices, eids, heads: int, num_cols: int) -> _Layo
     return _Layout(crow, col, source, target, (num_rows * heads, num_cols * heads))
 
 
-# Layouts per graph and number of heads, built once: a graph's structure seldom changes
-# and building one costs about as much as the product it serves (0.8 ms at Cora).
-_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# What is derived from a graph's structure alone (the layouts here, the count of nodes
+# without in-edges that GATConv checks), per graph, built once: a graph's structure
+# seldom changes, building a layout costs about as much as the product it serves (0.8 ms
+# at Cora), and a count read into Python is a host-device synchronisation on a GPU.
+_PER_STRUCTURE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def per_structure(graph: dgl.DGLGraph, key: Hashable, build: Callable[[dgl.DGLGraph], Any]) -> Any:
+    """`build(graph)`, computed once per structure of `graph` and `key`, then reused.
+
+    DGL replaces `graph._graph` (its structure) whenever edges or nodes are added or
+    removed in place, so a value is reused only while that is the same object; the
+    cache holds graphs weakly (it keeps none alive).
+    """
+    cached = _PER_STRUCTURE.get(graph)
+    if cached is None or cached[0] is not graph._graph:
+        cached = (graph._graph, {})
+        _PER_STRUCTURE[graph] = cached
+    if key not in cached[1]:
+        cached[1][key] = build(graph)
+    return cached[1][key]
 
 
 def _layout(graph: dgl.DGLGraph, heads: int, transposed: bool) -> _Layout:
-    # DGL replaces `graph._graph` (its structure) whenever edges or nodes are added or
-    # removed in place, so a layout is reused only while it is the same object.
-    cached = _LAYOUTS.get(graph)
-    if cached is None or cached[0] is not graph._graph:
-        cached = (graph._graph, {})
-        _LAYOUTS[graph] = cached
-    key = (heads, transposed)
-    if key not in cached[1]:
+    def build(graph: dgl.DGLGraph) -> _Layout:
         if transposed:  # rows = source nodes, columns = destination nodes
-            cached[1][key] = _head_interleaved(*graph.adj_tensors("csr"), heads, graph.num_dst_nodes())
-        else:
-            cached[1][key] = _head_interleaved(*graph.adj_tensors("csc"), heads, graph.num_src_nodes())
-    return cached[1][key]
+            return _head_interleaved(*graph.adj_tensors("csr"), heads, graph.num_dst_nodes())
+        return _head_interleaved(*graph.adj_tensors("csc"), heads, graph.num_src_nodes())
+
+    return per_structure(graph, ("layout", heads, transposed), build)
 
 
 def _product(layout: _Layout, weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
