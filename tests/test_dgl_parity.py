@@ -210,17 +210,24 @@ def test_initialisation_with_a_pair_of_input_sizes_draws_dgls_weights():
 @pytest.mark.parametrize("num_heads", HEADS)
 @pytest.mark.parametrize("idtype", IDTYPES)
 @pytest.mark.parametrize("case", CASES[1:])
-def test_gat_equals_itself_on_the_homogeneous_graph_of_the_same_edges(case, idtype, num_heads, out_feats, norm, variant):
+@pytest.mark.parametrize("layer_class", [GATConv, GTConv], ids=["GATConv", "GTConv"])
+def test_layer_equals_itself_on_the_homogeneous_graph_of_the_same_edges(
+    layer_class, case, idtype, num_heads, out_feats, norm, variant
+):
+    """Blocks and bipartite graphs (GTConv: keys and values from the sources, queries
+    from the destinations), LipschitzNorm's maxima over the given graph's in-edges."""
     graph, feat, in_feats = make_case(case, idtype)
     torch.manual_seed(4)
-    layer = GATConv(in_feats, out_feats, num_heads, norm=norm, variant=variant, alpha=2.5)
+    layer = layer_class(in_feats, out_feats, num_heads, norm=norm, variant=variant, alpha=2.5)
     randomise(layer)
     equivalent_graph, equivalent_feat, destinations = homogeneous_equivalent(graph, feat)
-    equivalent = equivalent_gat(layer)
+    equivalent = equivalent_gat(layer) if layer_class is GATConv else equivalent_gt(layer)
 
     out, attention = layer(graph, feat, get_attention=True)
     expected_out, expected_attention = equivalent(equivalent_graph, equivalent_feat, get_attention=True)
 
+    assert out.shape == (graph.num_dst_nodes(), num_heads, out_feats)
+    assert attention.shape == (graph.num_edges(), num_heads, 1)
     torch.testing.assert_close(out, expected_out[destinations], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(attention, expected_attention, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(
@@ -249,30 +256,6 @@ def test_lip_scores_lie_in_minus_alpha_alpha_per_head(case, idtype, num_heads, a
         # The unnormalised scores of these inputs are far beyond alpha.
         layer.norm = "none"
         assert layer.normalized_scores(graph, feat).abs().max() > 10 * alpha
-
-
-# --- GTConv on blocks and bipartite graphs -------------------------------------------
-
-
-@pytest.mark.parametrize("norm, variant", NORM_SETTINGS)
-@pytest.mark.parametrize("out_feats", OUT_FEATS)
-@pytest.mark.parametrize("num_heads", HEADS)
-@pytest.mark.parametrize("idtype", IDTYPES)
-@pytest.mark.parametrize("case", CASES[1:])
-def test_gt_equals_itself_on_the_homogeneous_graph_of_the_same_edges(case, idtype, num_heads, out_feats, norm, variant):
-    graph, feat, in_feats = make_case(case, idtype)
-    torch.manual_seed(6)
-    layer = GTConv(in_feats, out_feats, num_heads, norm=norm, variant=variant, alpha=2.5)
-    equivalent_graph, equivalent_feat, destinations = homogeneous_equivalent(graph, feat)
-    equivalent = equivalent_gt(layer)
-
-    out, attention = layer(graph, feat, get_attention=True)
-    expected_out, expected_attention = equivalent(equivalent_graph, equivalent_feat, get_attention=True)
-
-    assert out.shape == (graph.num_dst_nodes(), num_heads, out_feats)
-    assert attention.shape == (graph.num_edges(), num_heads, 1)
-    torch.testing.assert_close(out, expected_out[destinations], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(attention, expected_attention, rtol=1e-5, atol=1e-5)
 
 
 def test_gt_keys_and_values_come_from_the_sources_and_queries_from_the_destinations():
