@@ -13,7 +13,8 @@ The model is lipnorm's `DeepGAT` (`ModelConfig(model="gat-lip")`): input Linear,
 GATConv(norm="lip") layers with ELU between them, output Linear. Its full-graph forward
 and `layerwise_inference` here compute the same numbers (tested). Models with PairNorm
 (`*-pairnorm`) are refused: PairNorm centres over the nodes it is given, which in a batch
-are not the graph's.
+are not the graph's. A run is reproducible under `--seed` on one thread only: DGL samples
+each thread with its own generator.
 
     PYTHONPATH=src python examples/minibatch_neighbor_sampling.py --dataset cora \\
         --mirror /path/to/datasets --depth 6 --epochs 20
