@@ -9,7 +9,8 @@ import dgl.function as fn
 import pytest
 import torch
 
-from lipnorm.nn.sparse import neighbour_weighted_sum
+import lipnorm.nn.sparse
+from lipnorm.nn.sparse import BLOCK_MIN_FEATURES, neighbour_weighted_sum
 
 
 def reference(graph: dgl.DGLGraph, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -143,6 +144,28 @@ def test_a_graph_changed_in_place_is_summed_over_its_new_edges():
     out = neighbour_weighted_sum(graph, x, weights)
     assert torch.equal(out, reference(graph, x, weights))
     assert out[10].abs().sum() > 0  # node 10 now has in-edges
+
+
+@pytest.mark.parametrize(
+    "graph_name, dim, csr",
+    [
+        ("block", BLOCK_MIN_FEATURES - 1, False),
+        ("block", BLOCK_MIN_FEATURES, True),
+        ("bipartite", 1, True),
+        ("random", 1, True),
+    ],
+)
+def test_only_blocks_with_few_features_per_head_take_dgls_kernel(monkeypatch, graph_name, dim, csr):
+    """A new block's layouts cost more than they save below BLOCK_MIN_FEATURES."""
+    graph = GRAPHS[graph_name]()
+    x, weights = inputs(graph, 2, dim)
+    built = []
+    build = lipnorm.nn.sparse._head_interleaved
+    monkeypatch.setattr(lipnorm.nn.sparse, "_head_interleaved", lambda *args: built.append(args) or build(*args))
+    out = neighbour_weighted_sum(graph, x, weights)
+    out.sum().backward()
+    assert len(built) == (2 if csr else 0)  # forward and backward layouts
+    torch.testing.assert_close(out, reference(graph, x, weights))
 
 
 def test_gradients_only_for_the_inputs_that_need_them():

@@ -26,6 +26,7 @@ import math
 
 import dgl
 import torch
+from dgl import DGLError
 from torch import nn
 
 __all__ = ["lipschitz_norm_linear", "lipschitz_norm_dot_product", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
@@ -220,9 +221,9 @@ def _check_rank(name: str, tensor: torch.Tensor, rank: int) -> None:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {rank} dimensions (N, H, D)")
 
 
-def _check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...]) -> None:
+def _check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...], given: str = "ft") -> None:
     if tuple(tensor.shape) != expected:
-        raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {expected} for this graph and ft")
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {expected} for this graph and {given}")
 
 
 class _SquaredNorm(torch.autograd.Function):
@@ -305,17 +306,49 @@ def check_eps(eps: float) -> None:
         raise ValueError(f"eps must be a finite number >= 0, got {eps}")
 
 
-def reject_zero_in_degree(graph: dgl.DGLGraph) -> None:
-    """Raise `ValueError` if a node of `graph` has no in-edge (DGL's layers' default check).
+# dgl.nn.GATConv's message (DGL 2.1), word for word, so code matching DGL's error matches ours.
+DGL_ZERO_IN_DEGREE_MESSAGE = (
+    "There are 0-in-degree nodes in the graph, "
+    "output for those nodes will be invalid. "
+    "This is harmful for some applications, "
+    "causing silent performance regression. "
+    "Adding self-loop on the input graph by "
+    "calling `g = dgl.add_self_loop(g)` will resolve "
+    "the issue. Setting ``allow_zero_in_degree`` "
+    "to be `True` when constructing this module will "
+    "suppress the check and let the code run."
+)
 
-    Such a node gets no message: its output would be the residual and bias only.
+
+class ZeroInDegreeError(DGLError, ValueError):
+    """A graph with destination nodes without in-edges, given to a layer that rejects them.
+
+    Both DGL's error (what `dgl.nn.GATConv` raises, with its message) and a `ValueError`
+    (bad input, as everywhere here), so code written for either catches it.
     """
-    isolated = int((graph.in_degrees() == 0).sum())
+
+
+def zero_in_degree_count(graph: dgl.DGLGraph) -> int:
+    """The number of destination nodes without in-edges, counted once per graph structure.
+
+    Reading a count into Python synchronises the host with a GPU; cached with the
+    structure (`lipnorm.nn.sparse.per_structure`), later forwards on the same graph do
+    not, and a graph changed in place is counted anew.
+    """
+    from lipnorm.nn.sparse import per_structure
+
+    return per_structure(graph, "zero_in_degree_count", lambda graph: int((graph.in_degrees() == 0).sum()))
+
+
+def reject_zero_in_degree(graph: dgl.DGLGraph) -> None:
+    """Raise `ZeroInDegreeError` if a destination node of `graph` has no in-edge (DGL's
+    layers' default check). Such a node gets no message: its output would be the residual
+    and bias only."""
+    isolated = zero_in_degree_count(graph)
     if isolated:
-        raise ValueError(
-            f"the graph has {isolated} node(s) with in-degree 0, whose output would "
-            "be residual and bias only; add self-loops (dgl.add_self_loop) or pass "
-            "allow_zero_in_degree=True"
+        raise ZeroInDegreeError(
+            f"{DGL_ZERO_IN_DEGREE_MESSAGE} (Here: {isolated} node(s) with in-degree 0; add "
+            "self-loops (dgl.add_self_loop) or pass allow_zero_in_degree=True.)"
         )
 
 
@@ -353,12 +386,27 @@ def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: i
 
 
 class AttentionConv(nn.Module):
-    """What GAT and GT layers share: validated sizes and LipschitzNorm options."""
+    """What GAT and GT layers share: validated sizes and LipschitzNorm options.
 
-    def __init__(self, in_feats: int, out_feats: int, num_heads: int, *, norm: str, alpha: float, variant: str):
+    `in_feats` is one input size, or a pair ``(in_src_feats, in_dst_feats)`` for
+    bipartite graphs whose source and destination features differ in size (as DGL's
+    layers take it); `in_src_feats` and `in_dst_feats` hold the two sizes either way.
+    """
+
+    def __init__(
+        self, in_feats: int | tuple[int, int], out_feats: int, num_heads: int, *, norm: str, alpha: float, variant: str
+    ):
         super().__init__()
+        if isinstance(in_feats, tuple):
+            if len(in_feats) != 2:
+                raise ValueError(f"in_feats must be a size or a pair (in_src_feats, in_dst_feats), got {in_feats}")
+            in_sizes = {"in_feats[0]": in_feats[0], "in_feats[1]": in_feats[1]}
+            self.in_src_feats, self.in_dst_feats = in_feats
+        else:
+            in_sizes = {"in_feats": in_feats}
+            self.in_src_feats = self.in_dst_feats = in_feats
         check_attention_options(
-            norm=norm, variant=variant, alpha=alpha, in_feats=in_feats, out_feats=out_feats, num_heads=num_heads
+            norm=norm, variant=variant, alpha=alpha, **in_sizes, out_feats=out_feats, num_heads=num_heads
         )
         self.in_feats = in_feats
         self.out_feats = out_feats
@@ -366,6 +414,28 @@ class AttentionConv(nn.Module):
         self.norm = norm
         self.alpha = alpha
         self.variant = variant
+
+    def _input_features(self, graph: dgl.DGLGraph, feat) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`(feat_src, feat_dst)` of a feature pair, or `(feat, None)` of one tensor, checked.
+
+        One tensor holds the source nodes' features (on a block, its first
+        `num_dst_nodes` rows are the destinations', DGL's convention); a layer built with
+        a pair of input sizes takes a pair only, as DGL's layers do.
+        """
+        if isinstance(feat, tuple):
+            if len(feat) != 2:
+                raise ValueError(f"feat must be a tensor or a pair (feat_src, feat_dst), got a tuple of {len(feat)}")
+            feat_src, feat_dst = feat
+            _check_shape("feat_src", feat_src, (graph.num_src_nodes(), self.in_src_feats), "in_feats")
+            _check_shape("feat_dst", feat_dst, (graph.num_dst_nodes(), self.in_dst_feats), "in_feats")
+            return feat_src, feat_dst
+        if isinstance(self.in_feats, tuple):
+            raise ValueError(
+                f"this layer has in_feats = {self.in_feats}, a pair: it takes features as a pair "
+                "(feat_src, feat_dst), got one tensor"
+            )
+        _check_shape("feat", feat, (graph.num_src_nodes(), self.in_feats), "in_feats")
+        return feat, None
 
     def extra_repr(self) -> str:
         return (

@@ -1,8 +1,8 @@
 """Graph attention layer (GAT) with optional LipschitzNorm on its attention scores.
 
-The layer is DGL's `GATConv` (homogeneous graphs, heads returned separately) with one
-change when norm="lip": for head h, destination i and in-neighbour j (self-loop included),
-the score
+The layer is DGL's `GATConv` (homogeneous graphs, blocks, bipartite graphs with a feature
+pair, edge weights; heads returned separately) with one change when norm="lip": for head
+h, destination i and in-neighbour (source) j (self-loop included), the score
 
     e_ij = a_l . W h_j + a_r . W h_i
 
@@ -28,10 +28,12 @@ from dgl.nn.functional import edge_softmax
 from torch import nn
 
 from lipnorm.nn.functional import (
+    DGL_ZERO_IN_DEGREE_MESSAGE,
     NORMS,
     OFFICIAL_ATTENTION_FACTOR,
     VARIANTS,
     AttentionConv,
+    ZeroInDegreeError,
     check_eps,
     lipschitz_norm_linear,
     reject_zero_in_degree,
@@ -40,26 +42,56 @@ from lipnorm.nn.functional import (
 )
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
-__all__ = ["GATConv", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
+__all__ = ["GATConv", "ZeroInDegreeError", "DGL_ZERO_IN_DEGREE_MESSAGE", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
 
 
 class GATConv(AttentionConv):
     r"""Multi-head graph attention convolution with optional LipschitzNorm.
 
-    ``forward(graph, feat)`` maps ``feat`` ``(N, in_feats)`` to ``(N, num_heads, out_feats)``:
+    ``forward(graph, feat)`` maps the input features to ``(N_dst, num_heads, out_feats)``:
 
     .. math::
-        h_i' = \sum_{j \in N(i)} \mathrm{softmax}_j(\mathrm{LeakyReLU}(s_{ij})) W h_j
-               \;[+\, \mathrm{res}(h_i)] \;[+\, b]
+        h_i' = \sum_{j \in N(i)} w_{ji}\, \mathrm{softmax}_j(\mathrm{LeakyReLU}(s_{ij}))
+               W_{src} h_j \;[+\, \mathrm{res}(h_i)] \;[+\, b]
 
     with :math:`s_{ij} = e_{ij}` for norm="none" (this then equals ``dgl.nn.GATConv``
-    with the same weights) and :math:`s_{ij} = \alpha e_{ij} / (u v)` for norm="lip"
-    (see the module docstring for :math:`e, u, v`).
+    with the same weights, for every input it takes) and :math:`s_{ij} = \alpha e_{ij} /
+    (u v)` for norm="lip" (see the module docstring for :math:`e, u, v`), and the edge
+    weights :math:`w_{ji}` (1 unless given), as DGL.
+
+    The inputs are DGL's: a homogeneous graph with ``feat`` ``(N, in_feats)``; a block
+    (a message-flow graph, as ``dgl.dataloading`` samplers yield) with the source
+    features, whose first ``num_dst_nodes`` rows are the destination nodes'; or any
+    graph with a pair ``(feat_src, feat_dst)`` of ``(N_src, in_src_feats)`` and
+    ``(N_dst, in_dst_feats)`` features (a bipartite graph). The neighbour maxima of
+    LipschitzNorm are taken over each destination's in-edges of the graph given.
 
     Parameters
     ----------
-    in_feats, out_feats, num_heads : int
-        Input size, output size per head, number of heads (all >= 1).
+    in_feats : int or (int, int)
+        Input size, or the pair ``(in_src_feats, in_dst_feats)``: then, as in DGL, the
+        sources and the destinations have their own projections ``fc_src`` and
+        ``fc_dst`` (else one ``fc``), and ``forward`` takes a feature pair.
+    out_feats, num_heads : int
+        Output size per head, number of heads (both >= 1).
+    feat_drop, attn_drop : float
+        Dropout on the input features and on the attention weights.
+    negative_slope : float
+        Slope of the LeakyReLU applied to the (normalised) scores.
+    residual : bool
+        Add a residual of the destination features: the input itself if
+        ``in_dst_feats == num_heads * out_feats``, else a linear map ``res_fc`` (which then
+        carries the bias, as in DGL).
+    activation : callable or None
+        Applied to the output last, as in DGL.
+    allow_zero_in_degree : bool
+        As in DGL: by default a graph with destination nodes without in-edges is rejected
+        (their output would be the residual and bias only) with `ZeroInDegreeError`, a
+        ``DGLError`` with DGL's message that is also a ``ValueError``. With True such
+        nodes are accepted and get exactly that: no message, so 0 + residual + bias.
+        The check counts them once per graph structure, not per forward.
+    bias : bool
+        Learn an additive bias of size ``num_heads * out_feats``.
     norm : "none" or "lip"
         Plain GAT scores, or LipschitzNorm-ed scores.
     alpha : float
@@ -87,40 +119,31 @@ class GATConv(AttentionConv):
         head h is used, as their comment ("max_j ||x_j||^2 + ||x_i||^2") intends;
         (2) their ``+ 1e-12`` in the denominator, replaced by the ``eps`` rule below
         (the values differ by a relative 1e-12 / (u v)).
-    feat_drop, attn_drop : float
-        Dropout on the input features and on the attention weights.
-    negative_slope : float
-        Slope of the LeakyReLU applied to the (normalised) scores.
-    residual : bool
-        Add a residual: the input itself if ``in_feats == num_heads * out_feats``, else a
-        linear map ``res_fc`` (which then carries the bias, as in DGL).
-    bias : bool
-        Learn an additive bias of size ``num_heads * out_feats``.
-    allow_zero_in_degree : bool
-        As in DGL: by default a graph with nodes without in-edges is rejected (their
-        output would be the residual and bias only), with ``ValueError``. With True such
-        nodes are accepted and get exactly that: no message, so 0 + residual + bias.
     eps : float
         Where the bound ``u v`` is at most ``eps`` (e.g. all-zero features, the
         missing-features setting), the normalised score is 0 instead of 0/0, i.e.
         uniform attention; elsewhere the score is exact. Must be >= 0.
+
+    The parameters up to ``bias`` are DGL's, in DGL's order; the LipschitzNorm ones are
+    keyword-only.
     """
 
     def __init__(
         self,
-        in_feats: int,
+        in_feats: int | tuple[int, int],
         out_feats: int,
         num_heads: int,
-        *,
-        norm: str = "none",
-        alpha: float = 1.0,
-        variant: str = "paper",
         feat_drop: float = 0.0,
         attn_drop: float = 0.0,
         negative_slope: float = 0.2,
         residual: bool = False,
-        bias: bool = True,
+        activation=None,
         allow_zero_in_degree: bool = False,
+        bias: bool = True,
+        *,
+        norm: str = "none",
+        alpha: float = 1.0,
+        variant: str = "paper",
         eps: float = 1e-12,
     ):
         super().__init__(in_feats, out_feats, num_heads, norm=norm, alpha=alpha, variant=variant)
@@ -128,55 +151,86 @@ class GATConv(AttentionConv):
         self.eps = eps
         self.allow_zero_in_degree = allow_zero_in_degree
         width = num_heads * out_feats
-        self.fc = nn.Linear(in_feats, width, bias=False)
+        if isinstance(in_feats, tuple):
+            self.register_module("fc", None)
+            self.fc_src = nn.Linear(self.in_src_feats, width, bias=False)
+            self.fc_dst = nn.Linear(self.in_dst_feats, width, bias=False)
+        else:
+            self.fc = nn.Linear(in_feats, width, bias=False)
         self.attn_l = nn.Parameter(torch.empty(1, num_heads, out_feats))
         self.attn_r = nn.Parameter(torch.empty(1, num_heads, out_feats))
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
         self.leaky_relu = nn.LeakyReLU(negative_slope)
         # DGL's layout: a linear residual carries the bias, so there is no second one.
-        linear_residual = residual and in_feats != width
-        self.register_module("res_fc", residual_projection(in_feats, width, residual=residual, bias=bias))
+        linear_residual = residual and self.in_dst_feats != width
+        self.register_module("res_fc", residual_projection(self.in_dst_feats, width, residual=residual, bias=bias))
         if bias and not linear_residual:
             self.bias = nn.Parameter(torch.empty(width))
         else:
             self.register_parameter("bias", None)
+        self.activation = activation
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-normal weights with the ReLU gain and zero biases, as DGL's GATConv."""
+        """Xavier-normal weights with the ReLU gain and zero biases, as DGL's GATConv
+        (drawn in DGL's order, so a seed gives DGL's weights)."""
         gain = nn.init.calculate_gain("relu")
-        nn.init.xavier_normal_(self.fc.weight, gain=gain)
+        for fc in (self.fc,) if self.fc is not None else (self.fc_src, self.fc_dst):
+            nn.init.xavier_normal_(fc.weight, gain=gain)
         nn.init.xavier_normal_(self.attn_l, gain=gain)
         nn.init.xavier_normal_(self.attn_r, gain=gain)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
         reset_residual(self.res_fc)
 
-    def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor):
-        """Dropped-out input `(N, in_feats)` and its projection W h `(N, H, D)`."""
+    def set_allow_zero_in_degree(self, set_value: bool) -> None:
+        """Set `allow_zero_in_degree` (DGL's method of the same name)."""
+        self.allow_zero_in_degree = set_value
+
+    def _heads(self, fc: nn.Linear, h: torch.Tensor) -> torch.Tensor:
+        return fc(h).view(-1, self.num_heads, self.out_feats)
+
+    def _project(self, graph: dgl.DGLGraph, feat):
+        """The destination nodes' dropped-out input (for the residual) and the projections.
+
+        The projections W h are one `(N_src, H, D)` tensor for a single `feat` (on a
+        block, its first `num_dst_nodes` rows are the destinations'), or a pair
+        `(ft_src, ft_dst)` for a pair `(feat_src, feat_dst)`.
+        """
         if not self.allow_zero_in_degree:
             reject_zero_in_degree(graph)
-        h = self.feat_drop(feat)
-        return h, self.fc(h).view(-1, self.num_heads, self.out_feats)
+        feat_src, feat_dst = self._input_features(graph, feat)
+        if feat_dst is not None:
+            h_src, h_dst = self.feat_drop(feat_src), self.feat_drop(feat_dst)
+            fc_src, fc_dst = (self.fc, self.fc) if self.fc is not None else (self.fc_src, self.fc_dst)
+            return h_dst, (self._heads(fc_src, h_src), self._heads(fc_dst, h_dst))
+        h = self.feat_drop(feat_src)
+        return (h[: graph.num_dst_nodes()] if graph.is_block else h), self._heads(self.fc, h)
 
-    def _attention_terms(self, ft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`a_l . W h` and `a_r . W h` per node and head, `(N, H, 1)` each, as one GEMM.
+    def _attention_terms(self, ft: torch.Tensor, *vectors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """`a . W h` per node and head, `(N, H, 1)`, for each attention vector `a`, as one GEMM.
 
-        `W h` flattened to `(N, H*D)` times the block-diagonal `(H*D, 2H)` matrix whose
-        block h holds head h's two vectors: one matrix product forward and two backward,
+        `W h` flattened to `(N, H*D)` times the block-diagonal `(H*D, k H)` matrix whose
+        block h holds head h's k vectors: one matrix product forward and two backward,
         where `(ft * attn_l).sum(-1)` makes an `(N, H, D)` temporary forward and two
         backward, per vector (fwd+bwd of both terms at Cora: 2.5 -> 1.0 ms at 8 heads x 8,
         19.8 -> 8.2 ms at 8 x 64). The zeros add nothing; BLAS sums in its own order, so
         the terms move by float32 rounding (1e-6 absolute there), not more.
         """
-        vectors = torch.cat([self.attn_l, self.attn_r]).permute(1, 2, 0)  # (H, D, 2)
-        terms = (ft.flatten(1) @ torch.block_diag(*vectors)).view(-1, self.num_heads, 2)
-        return terms[..., :1], terms[..., 1:]
+        stacked = torch.cat(vectors).permute(1, 2, 0)  # (H, D, k)
+        terms = (ft.flatten(1) @ torch.block_diag(*stacked)).view(-1, self.num_heads, len(vectors))
+        return terms.split(1, dim=-1)
 
-    def _scores(self, graph: dgl.DGLGraph, ft: torch.Tensor) -> torch.Tensor:
+    def _scores(self, graph: dgl.DGLGraph, ft) -> torch.Tensor:
         """Pre-LeakyReLU scores `(E, H, 1)`, normalised as `norm`/`variant` say."""
-        graph.srcdata["el"], graph.dstdata["er"] = self._attention_terms(ft)
+        if isinstance(ft, tuple):
+            (el,), (er,) = self._attention_terms(ft[0], self.attn_l), self._attention_terms(ft[1], self.attn_r)
+        else:
+            el, er = self._attention_terms(ft, self.attn_l, self.attn_r)
+            if graph.is_block:
+                er = er[: graph.num_dst_nodes()]
+        graph.srcdata["el"], graph.dstdata["er"] = el, er
         graph.apply_edges(fn.u_add_v("el", "er", "e"))
         if self.norm == "none":
             return graph.edata["e"]
@@ -184,31 +238,49 @@ class GATConv(AttentionConv):
             graph, graph.edata["e"], ft, self.attn_l, self.attn_r, alpha=self.alpha, variant=self.variant, eps=self.eps
         )
 
-    def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+    def normalized_scores(self, graph: dgl.DGLGraph, feat) -> torch.Tensor:
         """The scores fed to the LeakyReLU, `(E, H, 1)` in edge-ID order.
 
         Raw ``e_ij`` for norm="none"; ``alpha e_ij / (u v)`` for norm="lip", which lies in
-        ``[-alpha, alpha]`` for variant="paper". Feature dropout applies in training mode,
-        as in `forward`.
+        ``[-alpha, alpha]`` for variant="paper". `feat` as in `forward`; feature dropout
+        applies in training mode, as in `forward`.
         """
         with graph.local_scope():
             _, ft = self._project(graph, feat)
             return self._scores(graph, ft)
 
-    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, get_attention: bool = False):
-        """`feat` `(N, in_feats)` -> `(N, H, D)`; with `get_attention`, also `(E, H, 1)`.
+    def forward(self, graph: dgl.DGLGraph, feat, edge_weight: torch.Tensor | None = None, get_attention: bool = False):
+        """Output `(N_dst, H, D)`; with `get_attention`, also the attention `(E, H, 1)`.
 
-        The returned attention is the one used, i.e. after attention dropout (as DGL).
+        Parameters
+        ----------
+        graph : DGLGraph
+            Homogeneous, a block, or bipartite (then `feat` is a pair).
+        feat : tensor or (tensor, tensor)
+            ``(N_src, in_feats)``, or ``(feat_src, feat_dst)`` (see the class docstring).
+        edge_weight : (E,) tensor, optional
+            Multiplies each edge's attention (after attention dropout), as in DGL.
+        get_attention : bool
+            Also return the attention used: after attention dropout and edge weights (as DGL).
         """
         with graph.local_scope():
-            h, ft = self._project(graph, feat)
+            h_dst, ft = self._project(graph, feat)
             attention = self.attn_drop(edge_softmax(graph, self.leaky_relu(self._scores(graph, ft))))
+            if edge_weight is not None:
+                if tuple(edge_weight.shape) != (graph.num_edges(),):
+                    raise ValueError(
+                        f"edge_weight has shape {tuple(edge_weight.shape)}; expected (E,) = ({graph.num_edges()},)"
+                    )
+                attention = attention * edge_weight.view(-1, 1, 1)
             # update_all(fn.u_mul_e("ft", "a", "m"), fn.sum("m", "ft")), same bits, faster.
-            rst = neighbour_weighted_sum(graph, ft, attention)
+            rst = neighbour_weighted_sum(graph, ft[0] if isinstance(ft, tuple) else ft, attention)
             if self.res_fc is not None:
-                rst = rst + self.res_fc(h).view(-1, self.num_heads, self.out_feats)
+                rst = rst + self._heads(self.res_fc, h_dst)
             if self.bias is not None:
                 rst = rst + self.bias.view(1, self.num_heads, self.out_feats)
+            if self.activation is not None:
+                rst = self.activation(rst)
             if get_attention:
                 return rst, attention
             return rst
+

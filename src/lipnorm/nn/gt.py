@@ -29,6 +29,11 @@ meaningless anyway.
 
 Unlike DGL's GATConv, nodes without in-edges are accepted (as in PyG): they receive no
 message, so their output is the skip term alone.
+
+Inputs as DGL's GATConv takes them (and PyG's TransformerConv): a homogeneous graph with one
+feature tensor, a block with its source features (the destinations' are the first
+`num_dst_nodes` rows), or a bipartite graph with a pair (feat_src, feat_dst); keys and
+values come from the sources, queries and the skip term from the destinations.
 """
 
 from __future__ import annotations
@@ -48,16 +53,19 @@ __all__ = ["GTConv", "NORMS", "VARIANTS"]
 
 
 class GTConv(AttentionConv):
-    """Multi-head graph transformer convolution; `forward` returns `(N, num_heads, out_feats)`.
+    """Multi-head graph transformer convolution; `forward` returns `(N_dst, num_heads, out_feats)`.
 
-    Biases: `bias` switches the biases of all four projections (`fc_q`, `fc_k`, `fc_v`,
-    `fc_skip`); with the defaults this equals PyG's `TransformerConv`, whose query, key
-    and value projections always carry a bias.
+    `in_feats` is one input size or a pair ``(in_src_feats, in_dst_feats)``: `fc_k` and
+    `fc_v` take the source features, `fc_q` and `fc_skip` the destination ones (PyG's
+    `TransformerConv` with a pair of channels); a layer built with a pair takes a feature
+    pair. Biases: `bias` switches the biases of all four projections (`fc_q`, `fc_k`,
+    `fc_v`, `fc_skip`); with the defaults this equals PyG's `TransformerConv`, whose
+    query, key and value projections always carry a bias.
     """
 
     def __init__(
         self,
-        in_feats: int,
+        in_feats: int | tuple[int, int],
         out_feats: int,
         num_heads: int,
         *,
@@ -71,10 +79,10 @@ class GTConv(AttentionConv):
     ):
         super().__init__(in_feats, out_feats, num_heads, norm=norm, alpha=alpha, variant=variant)
         width = num_heads * out_feats
-        self.fc_q = nn.Linear(in_feats, width, bias=bias)
-        self.fc_k = nn.Linear(in_feats, width, bias=bias)
-        self.fc_v = nn.Linear(in_feats, width, bias=bias)
-        self.fc_skip = nn.Linear(in_feats, width, bias=bias) if skip else None
+        self.fc_q = nn.Linear(self.in_dst_feats, width, bias=bias)
+        self.fc_k = nn.Linear(self.in_src_feats, width, bias=bias)
+        self.fc_v = nn.Linear(self.in_src_feats, width, bias=bias)
+        self.fc_skip = nn.Linear(self.in_dst_feats, width, bias=bias) if skip else None
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
 
@@ -87,10 +95,16 @@ class GTConv(AttentionConv):
     def _heads(self, fc: nn.Linear, h: torch.Tensor) -> torch.Tensor:
         return fc(h).view(-1, self.num_heads, self.out_feats)
 
-    def _project(self, feat: torch.Tensor):
-        """Dropped-out input and its queries, keys and values, each `(N, H, D)`."""
-        h = self.feat_drop(feat)
-        return h, self._heads(self.fc_q, h), self._heads(self.fc_k, h), self._heads(self.fc_v, h)
+    def _project(self, graph: dgl.DGLGraph, feat):
+        """The destinations' dropped-out input (for the skip term), their queries
+        `(N_dst, H, D)`, and the sources' keys and values, `(N_src, H, D)` each."""
+        feat_src, feat_dst = self._input_features(graph, feat)
+        h_src = self.feat_drop(feat_src)
+        if feat_dst is not None:
+            h_dst = self.feat_drop(feat_dst)
+        else:
+            h_dst = h_src[: graph.num_dst_nodes()] if graph.is_block else h_src
+        return h_dst, self._heads(self.fc_q, h_dst), self._heads(self.fc_k, h_src), self._heads(self.fc_v, h_src)
 
     def _scores(self, graph: dgl.DGLGraph, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Pre-softmax scores `(E, H, 1)`, normalised as `norm`/`variant` say."""
@@ -102,28 +116,31 @@ class GTConv(AttentionConv):
             return dot / math.sqrt(self.out_feats)
         return lipschitz_norm_dot_product(graph, dot, q, k, v, alpha=self.alpha, variant=self.variant)
 
-    def normalized_scores(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
-        """The scores fed to the edge softmax, `(E, H, 1)` in edge-ID order.
+    def normalized_scores(self, graph: dgl.DGLGraph, feat) -> torch.Tensor:
+        """The scores fed to the edge softmax, `(E, H, 1)` in edge-ID order; `feat` as in `forward`.
 
         With norm="lip", variant="paper" every entry lies in [-alpha, alpha].
         """
         with graph.local_scope():
-            _, q, k, v = self._project(feat)
+            _, q, k, v = self._project(graph, feat)
             return self._scores(graph, q, k, v)
 
-    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, get_attention: bool = False):
-        """`feat` `(N, in_feats)` -> `(N, H, D)`; with `get_attention`, also `(E, H, 1)`.
+    def forward(self, graph: dgl.DGLGraph, feat, get_attention: bool = False):
+        """`feat` -> `(N_dst, H, D)`; with `get_attention`, also `(E, H, 1)`.
+
+        `feat` is `(N_src, in_feats)` (homogeneous graph or block) or a pair
+        `(feat_src, feat_dst)` (bipartite graph).
 
         Nodes without in-edges get only their skip term (or 0 without skip). The returned
         attention is the one used, i.e. after attention dropout (as DGL's GATConv).
         """
         with graph.local_scope():
-            h, q, k, v = self._project(feat)
+            h_dst, q, k, v = self._project(graph, feat)
             attention = self.attn_drop(edge_softmax(graph, self._scores(graph, q, k, v)))
             # update_all(fn.u_mul_e("v", "a", "m"), fn.sum("m", "out")), same bits, faster.
             out = neighbour_weighted_sum(graph, v, attention)
             if self.fc_skip is not None:
-                out = out + self._heads(self.fc_skip, h)
+                out = out + self._heads(self.fc_skip, h_dst)
             if get_attention:
                 return out, attention
             return out
