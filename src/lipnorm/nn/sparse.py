@@ -12,7 +12,8 @@ in-edges, the same sum is one CSR x dense product with the features viewed as
 ``(N * H, D)`` (no copy), which PyTorch's sparse kernel vectorises over D: 7.8 ms
 forward and backward (2.4 -> 1.1 ms at 8 x 8). It adds a node's in-edges in the order
 of DGL's in-edge (CSC) index, as DGL does, so the output and its gradient in x are
-bit-identical to DGL's; the gradient in the weights (a dot product over D per edge)
+bit-identical to DGL's where MKL's sparse product sums in that order (under
+`MKL_CBWR=COMPATIBLE`; by default AVX-512 Xeons' kernel reorders, float32 rounding apart); the gradient in the weights (a dot product over D per edge)
 equals DGL's to float rounding (tested).
 
 Homogeneous graphs, bipartite graphs and blocks all take this path, with one exception:
