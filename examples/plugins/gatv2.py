@@ -3,8 +3,8 @@ normalisation, and a small graph of one's own as a dataset.
 
 Use it by name, with no edit inside lipnorm:
 
-    lipnorm train --plugin examples/plugins/gatv2.py --model gatv2-layernorm --dataset two-communities --out runs/one
-    lipnorm train --plugin examples/plugins/gatv2.py --architecture gcn --dataset cora --out runs/two
+    lipnorm train --plugin examples/plugins/gatv2.py --model gatv2-layernorm --dataset two-communities --depth 4 --epochs 50 --out runs/one
+    lipnorm train --plugin examples/plugins/gatv2.py --architecture gcn --dataset cora --missing-rate 100 --epochs 20 --out runs/two
 
 or in the workflow config: `plugins: [examples/plugins/gatv2.py]`, and `gatv2`, `gcn`,
 `gatv2-layernorm`, ... in a grid's `models`, `layernorm` in its `norms`,
