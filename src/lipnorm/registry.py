@@ -89,6 +89,9 @@ class Dataset:
 ARCHITECTURES: dict[str, Architecture] = {}
 NORMS: dict[str, Norm] = {}
 DATASETS: dict[str, Dataset] = {}
+# The model table of the current entries, recomputed after a change: the derived lists
+# are then the same objects until the registry changes.
+_MODEL_TABLE: dict[str, tuple[str, str, str]] | None = None
 
 
 def _check_new(kind: str, name: str, registered: Mapping[str, Any]) -> None:
@@ -196,21 +199,26 @@ def register_dataset(name: str, *, label: str, colour: str, load: Factory | None
 
 
 def _add(registered: dict, entry):
+    global _MODEL_TABLE
     registered[entry.name] = entry
+    _MODEL_TABLE = None
     try:
         _model_table()  # a new name must not compose to one that exists
     except ValueError:
         del registered[entry.name]
+        _MODEL_TABLE = None
         raise
     return entry
 
 
 def unregister(kind: str, name: str) -> None:
     """Remove a registered `kind` ("architecture", "norm", "dataset") entry (tests)."""
+    global _MODEL_TABLE
     registered = {"architecture": ARCHITECTURES, "norm": NORMS, "dataset": DATASETS}[kind]
     if name not in registered:
         raise ValueError(f"no {kind} {name!r} is registered")
     del registered[name]
+    _MODEL_TABLE = None
 
 
 # --- lookups ------------------------------------------------------------------------
@@ -279,6 +287,9 @@ def compose_model(architecture_name: str, attention_norm: str = NO_NORM, norm_na
 def _model_table() -> dict[str, tuple[str, str, str]]:
     """Every model name -> (architecture, attention_norm, norm), in the order of rows
     and legends: per architecture, per normalisation, without then with LipschitzNorm."""
+    global _MODEL_TABLE
+    if _MODEL_TABLE is not None:
+        return _MODEL_TABLE
     table: dict[str, tuple[str, str, str]] = {}
     for entry in ARCHITECTURES.values():
         for norm_name in norm_names() if entry.norms else (NO_NORM,):
@@ -290,12 +301,21 @@ def _model_table() -> dict[str, tuple[str, str, str]]:
                         f"{(entry.name, attention_norm, norm_name)}; choose another name"
                     )
                 table[name] = (entry.name, attention_norm, norm_name)
+    _MODEL_TABLE = table
     return table
 
 
 def model_names() -> tuple[str, ...]:
-    """Every model name the registry composes, in the order of rows and legends."""
-    return tuple(_model_table())
+    """Every model name the registry composes, in the order of rows and legends (the
+    same tuple until the registry changes)."""
+    global _MODEL_NAMES
+    table = _model_table()
+    if _MODEL_NAMES is None or _MODEL_NAMES[0] is not table:
+        _MODEL_NAMES = (table, tuple(table))
+    return _MODEL_NAMES[1]
+
+
+_MODEL_NAMES: tuple[dict, tuple[str, ...]] | None = None
 
 
 def parse_model(name: str) -> tuple[str, str, str]:
