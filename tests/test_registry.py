@@ -128,7 +128,11 @@ def test_lipnorms_own_lists_are_what_they_were():
     assert train.NORM_EXTRAS == ("pairnorm",)
     assert registry.ATTENTION_NORMS == functional.NORMS
     assert registry.dataset_names() == data.DATASETS
-    assert plots.PALETTE == LEGACY_PALETTE
+    assert plots.PALETTE == LEGACY_PALETTE == registry.palette("model")
+    assert registry.palette("attention_norm") == {"none": LEGACY_PALETTE["gat"], "lip": LEGACY_PALETTE["gat-lip"]}
+    assert registry.palette("norm") == {"none": "#949494", "pairnorm": LEGACY_PALETTE["gat-pairnorm"]}
+    assert list(registry.palette("dataset")) == list(data.DATASETS)
+    assert registry.palette("architecture") == {"gat": "#0173b2", "gt": "#cc78bc", "gat-classic": "#949494"}
     assert {m: aggregate.label("model", m) for m in LEGACY_MODELS} == LEGACY_LABELS
     assert {d: aggregate.label("dataset", d) for d in data.DATASETS} == LEGACY_DATASET_LABELS
 

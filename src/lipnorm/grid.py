@@ -68,7 +68,9 @@ def grid_models(grid: Mapping[str, Iterable]) -> list[str]:
         for key, position in MODEL_AXES:
             if key in grid:
                 combinations = [
-                    [*parts[:position], value, *parts[position + 1:]] for parts in combinations for value in grid[key]
+                    [*parts[:position], value, *parts[position + 1 :]]
+                    for parts in combinations
+                    for value in grid[key]
                 ]
         names += [registry.compose_model(*parts) for parts in combinations]
     return list(dict.fromkeys(names))

@@ -56,7 +56,7 @@ FIGURES: dict[str, list[str]] = {
 
 def __getattr__(name: str):
     if name == "PALETTE":
-        return registry.model_palette()
+        return registry.palette("model")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -131,7 +131,7 @@ def _model_lines(ax, kept: pd.DataFrame, diverged: pd.DataFrame, x: str, y: str,
                  models: list[str]) -> None:
     """Mean ± std over seeds per model; diverged settings as × on the lower edge."""
     if not kept.empty:
-        sns.lineplot(data=kept, x=x, y=y, hue="model", hue_order=models, palette=registry.model_palette(),
+        sns.lineplot(data=kept, x=x, y=y, hue="model", hue_order=models, palette=registry.palette("model"),
                      errorbar="sd", marker="o", ax=ax, legend=False)
     for model, cells in diverged.groupby("model"):
         ax.scatter(cells[x], np.full(len(cells), 0.03), marker="x", color=registry.model_colour(model),
@@ -317,7 +317,7 @@ def training_curves(runs: pd.DataFrame, epochs: pd.DataFrame) -> Figure:
         for i, column in enumerate(("train_loss", "val_percent")):
             ax = axes[i, j]
             sns.lineplot(data=curves, x="epoch", y=column, hue="model", hue_order=models,
-                         palette=registry.model_palette(), errorbar="sd", ax=ax, legend=False)
+                         palette=registry.palette("model"), errorbar="sd", ax=ax, legend=False)
             ax.set_title(f"{label('dataset', dataset)}, L={depth}{note}" if i == 0 else "")
             ax.set_ylabel(names[i] if j == 0 else "")
             ax.set_xlabel("Epoch" if i == 1 else "")
@@ -336,7 +336,7 @@ def lipschitz_probe(probe: pd.DataFrame) -> Figure:
         ax.set_xscale("log")
         ax.set_yscale("log")
         sns.lineplot(data=_where(probe, {"kind": kind}), x="s", y="estimate", hue="model",
-                     hue_order=models, palette=registry.model_palette(), errorbar="sd", marker="o", ax=ax,
+                     hue_order=models, palette=registry.palette("model"), errorbar="sd", marker="o", ax=ax,
                      legend=False)
         # A panel spanning about one decade would otherwise label every minor tick.
         ax.yaxis.set_minor_formatter(NullFormatter())
@@ -541,7 +541,7 @@ def _model_dropout_panels(runs: pd.DataFrame, layerstats: pd.DataFrame, x: str,
             panel = _where(stats, {"metric": metric, "depth": depth})
             if not panel.empty:
                 sns.lineplot(data=panel, x=x, y="value", hue="model", hue_order=models,
-                             palette=registry.model_palette(), style="feat_drop", style_order=dropouts,
+                             palette=registry.palette("model"), style="feat_drop", style_order=dropouts,
                              dashes=dashes, errorbar="sd", ax=ax, legend=False)
             ax.set_title(title(depth) if i == 0 else "")
             ax.set_xlabel(("Layer" if x == "layer" else "Epoch") if i == len(metrics) - 1 else "")

@@ -18,7 +18,7 @@ The experiment's axes are orthogonal:
 A model name is their composition, `<architecture>[-lip][-<norm>]` (`compose_model`):
 `gat-lip-pairnorm` is gat + lip + pairnorm, as it always meant; `parse_model` splits one.
 
-This module imports no torch: names, labels and colours are plain data, and the
+This module imports no torch, no numpy and no other lipnorm module: names, labels and colours are plain data, and the
 factories are `"module:attribute"` strings (or callables, for plugins) resolved when a
 model is built (`resolve`).
 """
@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Union
 
-from lipnorm.data import DATASETS as BUILTIN_DATASETS
-
+# lipnorm's own datasets, which `lipnorm.data` loads (its DATASETS); spelt here so that
+# this module imports nothing (not even numpy): the CLI starts with it.
+BUILTIN_DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
 # LipschitzNorm off or on in the attention layers (lipnorm.nn.functional.NORMS).
 ATTENTION_NORMS = ("none", "lip")
 NO_NORM = "none"
@@ -341,12 +342,28 @@ def model_colour(name: str) -> str:
     return entry.lip_colour if attention_norm == "lip" else entry.colour
 
 
-def model_palette() -> dict[str, str]:
-    """Model name -> colour, for every model name."""
-    return {name: model_colour(name) for name in model_names()}
-
-
 AXIS_LABELS = {"none": "none", "lip": "LipschitzNorm"}
+# Colours of the attention_norm axis and of "no normalisation": GAT's pair and grey.
+AXIS_COLOURS = {"none": "#0173b2", "lip": "#de8f05"}
+NO_NORM_COLOUR = "#949494"
+
+
+def colour(kind: str, name: str) -> str:
+    """The colour of a value of `kind` (see `label`), for figures coloured by that axis."""
+    label(kind, name)  # raises on an unknown kind or name
+    if kind == "model":
+        return model_colour(name)
+    if kind == "attention_norm":
+        return AXIS_COLOURS[name]
+    if kind == "norm":
+        entry = norm(name)
+        return NO_NORM_COLOUR if entry is None else entry.colour
+    return (dataset(name) if kind == "dataset" else architecture(name)).colour
+
+
+def palette(kind: str) -> dict[str, str]:
+    """Value -> colour for every registered value of `kind`."""
+    return {name: colour(kind, name) for name in names(kind)}
 
 
 def label(kind: str, name: str) -> str:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lipnorm import registry
 from lipnorm.data.csbm import CSBMParams, csbm_params, generate_csbm
 from lipnorm.data.dataset import DatasetError, NodeDataset, dataset_from_parts
 from lipnorm.data.masks import (
@@ -21,7 +22,9 @@ from lipnorm.data.masks import (
 )
 from lipnorm.data.sources import MIRROR_ENV, SOURCES, UnpinnedChecksumWarning, prepared
 
-DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
+# lipnorm's own datasets (a plugin's are in lipnorm.registry too).
+DATASETS = registry.BUILTIN_DATASETS
+
 # The datasets whose DGL loader row-normalises the stored features (see `load_dataset`).
 PLANETOID = ("cora", "citeseer", "pubmed")
 DEFAULT_ROOT = "resources/datasets"
@@ -36,8 +39,6 @@ __all__ = [
 
 def _check_name(name: str) -> str:
     """`name` if it is registered (`lipnorm.registry`: these DATASETS and a plugin's)."""
-    from lipnorm import registry
-
     if name not in registry.dataset_names():
         raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(registry.dataset_names())}")
     return name
@@ -45,8 +46,6 @@ def _check_name(name: str) -> str:
 
 def _registered_load(name: str):
     """The `load` function of a dataset a plugin registered; None for lipnorm's own."""
-    from lipnorm import registry
-
     load = registry.dataset(_check_name(name)).load
     return None if load is None else registry.resolve(load)
 

@@ -189,7 +189,8 @@ def combine_parts(
     its part; ValueError naming a value the registry does not have, or a combination
     the architecture does not take."""
     parsed = registry.parse_model(model)
-    parts = tuple(given if given is not None else part for given, part in zip((architecture, attention_norm, norm), parsed))
+    given = (architecture, attention_norm, norm)
+    parts = tuple(part if value is None else value for value, part in zip(given, parsed))
     registry.compose_model(*parts)  # raises on an unknown part or combination
     return parts
 
