@@ -587,3 +587,65 @@ def test_the_example_plugin_runs_through_the_workflow_to_a_table_and_a_figure(tm
     ]
     layerstats = pd.read_parquet(results / "aggregate" / "layerstats.parquet")
     assert set(layerstats["architecture"]) == {"gatv2", "gcn"}
+
+
+# --- the workflow's config: axes, residual, plugins (dry runs) -------------------------------
+
+
+def dry_run(tmp_path, config: dict) -> subprocess.CompletedProcess:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cmd = [
+        str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+        "--workflow-profile", str(REPO / "profiles" / "default"), "--configfile", str(path), "-n", "-p",
+    ]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+
+
+def axes_config(**grid_axes) -> dict:
+    return {
+        "results": "results", "resources": "resources", "data": {"mirror": None},
+        "experiments": {"depth": {
+            "grid": {"datasets": ["csbm"], "models": ["gat"], "depths": [2], "alphas": [1],
+                     "missing_rates": [0], "seeds": [0], **grid_axes},
+            "train": {"epochs": 2, "residual": True},
+        }},
+    }
+
+
+def test_the_workflow_grid_crosses_the_model_axes_and_passes_residual(tmp_path):
+    done = dry_run(tmp_path, axes_config(attention_norms=["none", "lip"], norms=["none", "pairnorm"]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    commands = [line for line in done.stdout.splitlines() if "lipnorm train " in line]
+    models_run = sorted(re.search(r"--model (\S+)", command)[1] for command in commands)
+    assert models_run == ["gat", "gat-lip", "gat-lip-pairnorm", "gat-pairnorm"]
+    assert all("--residual " in command for command in commands)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (axes_config(norms=["batch"]), r"'batch' is not one of \['none', 'pairnorm'\]"),
+        ({**axes_config(models=["gatv2"]), "plugins": []}, r"'gatv2' is not one of \['gat'"),
+        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file 'no/such/plugin.py' does not exist"),
+    ],
+)
+def test_the_workflow_rejects_unregistered_names_and_missing_plugins(tmp_path, config, message):
+    done = dry_run(tmp_path, config)
+    assert done.returncode != 0
+    assert re.search(message, done.stdout + done.stderr), done.stdout + done.stderr
+
+
+def test_a_plugin_in_the_workflow_config_makes_its_names_valid_and_reaches_every_job(tmp_path):
+    config = axes_config(models=["gatv2", "gcn"], norms=["none", "layernorm"])
+    config["experiments"]["depth"]["grid"]["datasets"] = ["two-communities"]
+    config["experiments"]["depth"]["train"] = {"epochs": 2}
+    config["plugins"] = [str(EXAMPLE)]
+    done = dry_run(tmp_path, config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = [line.split("Shell command: ", 1)[1] for line in done.stdout.splitlines() if "Shell command: lipnorm " in line]
+    kinds = {line.split()[1] for line in jobs}
+    assert kinds == {"data", "train", "aggregate", "tables", "plots"}
+    assert all(f"--plugin {EXAMPLE}" in line for line in jobs)
+    # A plugin's dataset needs no download.
+    assert "lipnorm data fetch" not in done.stdout
