@@ -456,6 +456,9 @@ def load_plugins(specs: Iterable[str] | None) -> list[Any]:
 
 
 # --- lipnorm's own entries --------------------------------------------------------------
+# A new one is one call here, its factory a "module:attribute" string so that nothing is
+# imported before a model is built, e.g. register_norm("batchnorm", label="BatchNorm",
+# colour=..., lip_colour=..., factory="lipnorm.nn.<module>:<factory>").
 
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
 register_architecture(
