@@ -227,6 +227,7 @@ def test_unknown_names_and_combinations_are_errors_naming_what_is_allowed(call, 
         (dict(name="x", label="X", colour="#000000", layer=mean_conv, dropout=(1.0, 0.0)),
          "feature dropout must be in [0, 1), got 1.0"),
         (dict(name="Big Net", label="X", colour="#000000", layer=mean_conv), "must be a non-empty lower-case"),
+        (dict(name="a+b", label="X", colour="#000000", layer=mean_conv), "name 'a+b' must be a non-empty"),
         # gat + lip is the model gat-lip already: a new architecture of that name is ambiguous.
         (dict(name="gat-lip", label="X", colour="#000000", layer=mean_conv),
          "model name 'gat-lip' would mean both ('gat', 'lip', 'none') and ('gat-lip', 'none', 'none')"),
@@ -237,6 +238,11 @@ def test_bad_registrations_are_errors_and_register_nothing(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         registry.register_architecture(kwargs.pop("name"), **kwargs)
     assert registry.model_names() == before
+
+
+def test_a_norm_cannot_be_named_like_an_attention_norm():
+    with pytest.raises(ValueError, match="norm name 'lip' is an attention_norm value"):
+        registry.register_norm("lip", label="L", colour="#000000", lip_colour="#000001", factory=lambda w, c: None)
 
 
 def test_a_dataset_needs_a_load_function():

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,11 +96,20 @@ DATASETS: dict[str, Dataset] = {}
 _MODEL_TABLE: dict[str, tuple[str, str, str]] | None = None
 
 
+# Names become path segments, wildcards and parts of model names (joined by "-").
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
 def _check_new(kind: str, name: str, registered: Mapping[str, Any]) -> None:
-    if not isinstance(name, str) or not name or name != name.strip().lower() or " " in name:
-        raise ValueError(f"{kind} name {name!r} must be a non-empty lower-case string without spaces")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"{kind} name {name!r} must be a non-empty lower-case string of letters, digits "
+            "and '-', starting with a letter or digit"
+        )
     if name in registered:
         raise ValueError(f"{kind} {name!r} is registered already")
+    if kind == "norm" and name in ATTENTION_NORMS:
+        raise ValueError(f"norm name {name!r} is an attention_norm value; choose another name")
 
 
 def _check_factory(kind: str, name: str, what: str, factory: Any) -> None:
