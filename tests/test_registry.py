@@ -180,6 +180,19 @@ def test_a_registered_entry_appears_in_every_derived_list(user_entries):
     assert "test-ring" in _schema_enum(derived, next(iter(grid.SCHEMA_ENUMS)))
 
 
+def test_a_figures_models_get_distinct_colours_and_lipnorms_keep_theirs(user_entries):
+    assert registry.figure_palette(LEGACY_MODELS) == LEGACY_PALETTE
+    shared = ["gat-test-centre", "test-mean-test-centre", "test-mean", "gat"]
+    colours = registry.figure_palette(shared)
+    assert list(colours) == shared and len(set(colours.values())) == 4
+    # The first of two sharing a colour keeps it; the second gets the first spare colour
+    # no model of the figure has.
+    assert colours["gat-test-centre"] == "#654321" and colours["gat"] == LEGACY_PALETTE["gat"]
+    assert colours["test-mean-test-centre"] == next(
+        c for c in registry.SPARE_COLOURS if c not in {"#654321", "#123456", LEGACY_PALETTE["gat"]}
+    )
+
+
 # --- model names and axes -----------------------------------------------------------------
 
 

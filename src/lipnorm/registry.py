@@ -376,6 +376,32 @@ def palette(kind: str) -> dict[str, str]:
     return {name: colour(kind, name) for name in names(kind)}
 
 
+# Colours for models whose own colour another model of the same figure has (the
+# composed colours repeat: gat-layernorm and gcn-layernorm are both the norm's):
+# seaborn's colour-blind palette, then matplotlib's tab10 and darker tones.
+SPARE_COLOURS = (
+    "#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494",
+    "#ece133", "#56b4e9", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#4d4d4d", "#8b0000", "#00008b",
+)
+
+
+def figure_palette(models: Iterable[str]) -> dict[str, str]:
+    """Model -> colour for the models of one figure, in their order: each its own
+    (`model_colour`) unless an earlier one has it, then the first spare colour no model
+    of the figure has (cycling when all are taken). lipnorm's own models keep theirs."""
+    models = list(dict.fromkeys(models))
+    own = {name: model_colour(name) for name in models}
+    spares = [c for c in SPARE_COLOURS if c not in own.values()] or list(SPARE_COLOURS)
+    colours: dict[str, str] = {}
+    for name in models:
+        if own[name] in colours.values():
+            colours[name] = spares.pop(0) if spares else SPARE_COLOURS[len(colours) % len(SPARE_COLOURS)]
+        else:
+            colours[name] = own[name]
+    return colours
+
+
 def label(kind: str, name: str) -> str:
     """The printed name of a `kind` in ("model", "dataset", "architecture",
     "attention_norm", "norm") value."""
