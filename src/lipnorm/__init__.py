@@ -28,6 +28,8 @@ _EXPORTS = {
     "PairNorm": "lipnorm.nn.pairnorm",
 }
 __all__ = ["__version__", *_EXPORTS]
+# Derived from lipnorm.registry on every access (a plugin's names appear): not cached.
+_LIVE = {"MODEL_NAMES"}
 
 
 def __getattr__(name: str):
@@ -36,7 +38,8 @@ def __getattr__(name: str):
     import importlib
 
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # later accesses skip this function
+    if name not in _LIVE:
+        globals()[name] = value  # later accesses skip this function
     return value
 
 

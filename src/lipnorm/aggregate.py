@@ -12,6 +12,11 @@ its run's settings (each `config` key is a column) and `status`:
 - `outnorms`: per-layer attention output norms (`outnorms.parquet`);
 - `layerstats`: per-layer representation diagnostics (`layerstats.parquet`: `epoch,
   layer, metric, value`, see `lipnorm.diagnostics`).
+
+The model's axes `architecture`, `attention_norm` and `norm` (and `residual`) are
+settings of every run `lipnorm train` writes, hence setting columns of every table.
+
+Names are printed and ordered as `lipnorm.registry` registers them (`label`, `ordered`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from lipnorm import registry
 from lipnorm.io import atomic_path, write_parquet
 
 EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic", "diagnose")
@@ -40,42 +46,21 @@ PER_EPOCH_FILES = {
 AGGREGATE_TABLES = ("runs", *PER_EPOCH_FILES)
 RUN_STATUSES = ("ok", "diverged")
 
-# Names as the paper prints them; the order is the order of rows and legends.
-MODEL_LABELS = {
-    "gat": "GAT",
-    "gat-lip": "GAT-Lip",
-    "gat-pairnorm": "GAT+PairNorm",
-    "gat-lip-pairnorm": "GAT-Lip+PairNorm",
-    "gt": "GT",
-    "gt-lip": "GT-Lip",
-    "gat-classic": "GAT (classic)",
-}
-DATASET_LABELS = {
-    "cora": "Cora",
-    "citeseer": "CiteSeer",
-    "pubmed": "PubMed",
-    "coauthor-cs": "CoauthorCS",
-    "ppi": "PPI",
-    "ogbn-arxiv": "ogbn-arxiv",
-    "csbm": "CSBM",
-}
-
-
 def label(kind: str, name: str) -> str:
-    """The printed name of a model or dataset (`kind` is "model" or "dataset")."""
-    labels = {"model": MODEL_LABELS, "dataset": DATASET_LABELS}[kind]
-    if name not in labels:
-        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(labels)}")
-    return labels[name]
+    """The printed name of a value of `kind`: "model", "dataset", "architecture",
+    "attention_norm" or "norm" (`lipnorm.registry.label`)."""
+    known = registry.names(kind)
+    if name not in known:
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+    return registry.label(kind, name)
 
 
 def ordered(kind: str, names: Iterable[str]) -> list[str]:
-    """The distinct `names` in the paper's order (the order of MODEL/DATASET_LABELS)."""
-    order = list({"model": MODEL_LABELS, "dataset": DATASET_LABELS}[kind])
+    """The distinct `names` in the registry's order (that of rows and legends)."""
     distinct = set(names)
     for name in distinct:
         label(kind, name)
-    return [name for name in order if name in distinct]
+    return [name for name in registry.names(kind) if name in distinct]
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:

@@ -10,6 +10,9 @@ import argparse
 import gc
 import sys
 
+# Names, labels and colours only: no torch (the factories are imported when a model is built).
+from lipnorm import registry
+
 
 # `lipnorm.nn.models.RECIPES`, spelt here so that `lipnorm --help` imports no torch.
 RECIPES = ("lipnorm", "official")
@@ -17,6 +20,25 @@ DEVICE_HELP = (
     "cpu (default), cuda, cuda:N or auto (cuda if torch sees a GPU and DGL has CUDA, else "
     "cpu); cuda needs DGL's CUDA build (README)"
 )
+
+
+PLUGIN_HELP = (
+    "a Python file or importable module that registers architectures, normalisations or "
+    "datasets (lipnorm.registry); repeatable"
+)
+
+
+def _plugins_parser() -> argparse.ArgumentParser:
+    """The `--plugin` option every command that reads names shares."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--plugin", dest="plugins", action="append", default=[], metavar="PATH_OR_MODULE", help=PLUGIN_HELP
+    )
+    return parent
+
+
+def _names(kind: str) -> str:
+    return ", ".join(registry.names(kind)) + " (or a plugin's)"
 
 
 class UsageError(Exception):
@@ -29,10 +51,8 @@ class UsageError(Exception):
 def _add_data(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="download, verify and inspect datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "name", metavar="NAME", help="cora, citeseer, pubmed, coauthor-cs, ppi, ogbn-arxiv or csbm"
-    )
+    common = argparse.ArgumentParser(add_help=False, parents=[_plugins_parser()])
+    common.add_argument("name", metavar="NAME", help=_names("dataset"))
     common.add_argument(
         "--root", default="resources/datasets", help="dataset folder (default: %(default)s)"
     )
@@ -98,6 +118,7 @@ def _data_mask(args: argparse.Namespace) -> int:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser(
         "train",
+        parents=[_plugins_parser()],
         help="train one model and write its run directory",
         description="Train one model; settings come from --config FILE (YAML/JSON) and "
         "the flags, which override the file. Unset settings take the defaults of --recipe.",
@@ -107,9 +128,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     # SUPPRESS: a flag that is not given leaves the file's value (or the default) alone.
     flags = train.add_argument_group("settings (default: the config file, else the recipe's)")
     for flag, kind, text in (
-        ("--dataset", str, "cora, citeseer, pubmed, coauthor-cs, ppi, ogbn-arxiv, csbm"),
-        ("--model", str, "gat, gat-lip, gat-pairnorm, gat-lip-pairnorm, gt, gt-lip, gat-classic"),
-        ("--norm-extra", str, "pairnorm: add PairNorm (gat -> gat-pairnorm)"),
+        ("--dataset", str, _names("dataset")),
+        ("--model", str, "<architecture>[-lip][-<norm>]: " + _names("model")),
+        ("--architecture", str, "instead of the model's: " + _names("architecture")),
+        ("--attention-norm", str, "instead of the model's: none or lip (LipschitzNorm)"),
+        ("--norm", str, "normalisation after each layer, instead of the model's: " + _names("norm")),
+        ("--norm-extra", str, "the older spelling of --norm (gat + pairnorm -> gat-pairnorm)"),
         ("--depth", int, "attention layers (default 2)"),
         ("--alpha", float, "LipschitzNorm scale (default 1)"),
         ("--heads", int, "attention heads (default 8)"),
@@ -139,6 +163,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "the published runs)",
     )
     flags.add_argument(
+        "--residual", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+        help="residual connections in the attention layers (GAT models; default off)",
+    )
+    flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,
         help="do not write layerstats.parquet (per-layer energy, MAD, attention entropy)",
     )
@@ -159,7 +187,7 @@ def _train(args: argparse.Namespace) -> int:
     overrides = {
         key: value
         for key, value in vars(args).items()
-        if key not in ("command", "handler", "config", "out")
+        if key not in ("command", "handler", "config", "out", "plugins")
     }
     train.run(train.load_config(args.config, overrides), args.out)
     return 0
@@ -167,7 +195,8 @@ def _train(args: argparse.Namespace) -> int:
 
 def _add_results(sub: argparse._SubParsersAction) -> None:
     aggregate = sub.add_parser(
-        "aggregate", help="gather run directories into tidy tables (runs, epochs, gradnorms, outnorms)"
+        "aggregate", parents=[_plugins_parser()],
+        help="gather run directories into tidy tables (runs, epochs, gradnorms, outnorms)",
     )
     aggregate.add_argument("--out-dir", required=True, help="folder for <table>.parquet and .csv")
     aggregate.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="finished run directories")
@@ -181,7 +210,7 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
         ("tables", _tables, "LaTeX tables (<stem>.tex, stems in lipnorm.tables.TABLES)"),
         ("plots", _plots, "figures (<stem>.pdf and .png, stems in lipnorm.plots.FIGURES)"),
     ):
-        parser = sub.add_parser(name, help=f"write an experiment's {what}")
+        parser = sub.add_parser(name, parents=[_plugins_parser()], help=f"write an experiment's {what}")
         parser.add_argument("experiment", metavar="EXPERIMENT",
                             help="depth, gradients, alpha, transformer, lipschitz or classic")
         parser.add_argument("--aggregate-dir", required=True, help="output of `lipnorm aggregate`")
@@ -281,6 +310,7 @@ def _probe(args: argparse.Namespace) -> int:
 def _add_publish(sub: argparse._SubParsersAction) -> None:
     publish = sub.add_parser(
         "publish",
+        parents=[_plugins_parser()],
         help="copy a finished results tree's tables, figures and small aggregates for the repository",
         description="For each experiment folder under RESULTS_ROOT, copy its tables and figures "
         "into OUT_DIR/<experiment>/ with a small runs.csv (and gradient_ratios.csv, probe.csv) "
@@ -314,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        # First: a plugin's names are valid settings of the command.
+        registry.load_plugins(getattr(args, "plugins", None))
         return int(args.handler(args) or 0)
     except (UsageError, ValueError) as err:
         parser.error(str(err))

@@ -14,6 +14,8 @@ import shlex
 from decimal import Decimal
 from typing import Iterable, Mapping
 
+from lipnorm import registry
+
 # Grid axes, in path order: the config key of each and the path segment prefix.
 AXES = (
     ("datasets", "dataset", ""),
@@ -49,14 +51,41 @@ def format_number(value: float | int) -> str:
     return text
 
 
+# Optional grid axes that recompose every model of `models` (`grid_models`).
+MODEL_AXES = (("attention_norms", 1), ("norms", 2))
+
+
+def grid_models(grid: Mapping[str, Iterable]) -> list[str]:
+    """The model names of a grid: each of `models`, with its attention normalisation
+    replaced by each of `attention_norms` and its representation normalisation by each
+    of `norms` where the grid has those axes (`gat` x [none, lip] x [none, pairnorm]:
+    gat, gat-pairnorm, gat-lip, gat-lip-pairnorm); ValueError on a combination an
+    architecture does not have. Duplicates once, in first-seen order.
+    """
+    names = []
+    for model in grid["models"]:
+        combinations = [list(registry.parse_model(model))]
+        for key, position in MODEL_AXES:
+            if key in grid:
+                combinations = [
+                    [*parts[:position], value, *parts[position + 1 :]]
+                    for parts in combinations
+                    for value in grid[key]
+                ]
+        names += [registry.compose_model(*parts) for parts in combinations]
+    return list(dict.fromkeys(names))
+
+
 def run_subdirs(grid: Mapping[str, Iterable]) -> list[str]:
     """Every run directory of a grid, relative to `<results>/<experiment>/runs/`.
 
-    Duplicate values on an axis give one directory, in first-seen order.
+    Duplicate values on an axis give one directory, in first-seen order. The model
+    axis is `grid_models`.
     """
     axes = []
     for key, _, prefix in AXES:
-        spelt = [str(v) if key in ("datasets", "models") else format_number(v) for v in grid[key]]
+        values = grid_models(grid) if key == "models" else grid[key]
+        spelt = [str(v) if key in ("datasets", "models") else format_number(v) for v in values]
         axes.append([f"{prefix}{v}" for v in dict.fromkeys(spelt)])
     return ["/".join(parts) for parts in itertools.product(*axes)]
 
@@ -84,12 +113,45 @@ def run_groups(experiments: Mapping[str, Mapping]) -> dict[str, Mapping]:
 
 
 def option_args(settings: Mapping[str, object]) -> str:
-    """`{"weight_decay": 5e-4, "protocol": "best-val"}` -> `--weight-decay 0.0005 --protocol best-val`."""
+    """`{"weight_decay": 5e-4, "protocol": "best-val", "residual": True}` ->
+    `--weight-decay 0.0005 --protocol best-val --residual` (False: `--no-residual`)."""
     args: list[str] = []
     for key, value in settings.items():
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(f"--{flag}" if value else f"--no-{flag}")
+            continue
         spelt = value if isinstance(value, str) else format_number(value)
-        args += [f"--{key.replace('_', '-')}", spelt]
+        args += [f"--{flag}", spelt]
     return shlex.join(args)
+
+
+# Where the workflow schema lists registered names: path under `$defs` -> registry kind.
+SCHEMA_ENUMS = {
+    ("grid_experiment", "properties", "grid", "properties", "datasets", "items"): "dataset",
+    ("grid_experiment", "properties", "grid", "properties", "models", "items"): "model",
+    ("grid_experiment", "properties", "grid", "properties", "attention_norms", "items"): "attention_norm",
+    ("grid_experiment", "properties", "grid", "properties", "norms", "items"): "norm",
+}
+
+
+def schema_with_registry(schema: Mapping) -> dict:
+    """A copy of the workflow schema whose name enums (`SCHEMA_ENUMS`) are what
+    `lipnorm.registry` holds now (a plugin's names included)."""
+    import copy
+
+    derived = copy.deepcopy(dict(schema))
+    for path, kind in SCHEMA_ENUMS.items():
+        node = derived["$defs"]
+        for key in path:
+            node = node[key]
+        node["enum"] = list(registry.names(kind))
+    return derived
+
+
+def plugin_args(plugins: Iterable[str] | None) -> str:
+    """`--plugin P` for each of the workflow config's `plugins`."""
+    return shlex.join(arg for plugin in plugins or () for arg in ("--plugin", plugin))
 
 
 def csbm_spec(params: Mapping[str, object]) -> str:

@@ -1,7 +1,9 @@
 """Figures of an experiment's aggregate, as `<stem>.pdf` and `<stem>.png`.
 
 Sized for a two-column paper (one column is COLUMN_WIDTH inches, fonts 7-8 pt); one
-colour per model in every figure (PALETTE). Bands are mean ± sample std over seeds
+colour per model in every figure (`lipnorm.registry.model_colour`, or a spare where two
+models of a figure would share one: `figure_palette`; `PALETTE` is every model's own,
+computed on access so that a plugin's models have theirs). Bands are mean ± sample std over seeds
 (seaborn's `errorbar="sd"`); on a log axis seaborn takes them in log space, i.e.
 geometric mean and std. A setting in which any seed diverged is not drawn as a point
 (its mean would average only the survivors) but as a × on the panel's lower edge
@@ -38,6 +40,7 @@ from lipnorm.aggregate import (  # noqa: E402
     runs_of_valid_cells,
     seed_cells,
 )
+from lipnorm import registry  # noqa: E402
 from lipnorm.io import atomic_path  # noqa: E402
 
 FIGURES: dict[str, list[str]] = {
@@ -50,16 +53,14 @@ FIGURES: dict[str, list[str]] = {
     "diagnose": ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"],
 }
 
-# seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
-PALETTE = {
-    "gat": "#0173b2",
-    "gat-lip": "#de8f05",
-    "gat-pairnorm": "#029e73",
-    "gat-lip-pairnorm": "#d55e00",
-    "gt": "#cc78bc",
-    "gt-lip": "#ca9161",
-    "gat-classic": "#949494",
-}
+
+
+def __getattr__(name: str):
+    if name == "PALETTE":
+        return registry.palette("model")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 COLUMN_WIDTH = 3.3  # inches, one column of a two-column paper
 TEXT_WIDTH = 6.9  # inches, both columns
 PANEL_HEIGHT = 1.5  # inches
@@ -106,7 +107,8 @@ def _legend(fig: Figure, models: list[str], diverged: bool, marker: str | None =
             extra: tuple[tuple[Line2D, str], ...] = (), ncols: int = 4) -> None:
     """One legend for the figure, naming the models as the paper does (then the
     `extra` handles, e.g. line styles)."""
-    handles = [Line2D([], [], color=PALETTE[m], marker=marker) for m in models]
+    colours = registry.figure_palette(models)
+    handles = [Line2D([], [], color=colours[m], marker=marker) for m in models]
     labels = [label("model", m) for m in models]
     if diverged:
         handles.append(Line2D([], [], color="black", marker="x", linestyle="none"))
@@ -131,10 +133,10 @@ def _model_lines(ax, kept: pd.DataFrame, diverged: pd.DataFrame, x: str, y: str,
                  models: list[str]) -> None:
     """Mean ± std over seeds per model; diverged settings as × on the lower edge."""
     if not kept.empty:
-        sns.lineplot(data=kept, x=x, y=y, hue="model", hue_order=models, palette=PALETTE,
+        sns.lineplot(data=kept, x=x, y=y, hue="model", hue_order=models, palette=registry.figure_palette(models),
                      errorbar="sd", marker="o", ax=ax, legend=False)
     for model, cells in diverged.groupby("model"):
-        ax.scatter(cells[x], np.full(len(cells), 0.03), marker="x", color=PALETTE[model],
+        ax.scatter(cells[x], np.full(len(cells), 0.03), marker="x", color=registry.figure_palette(models)[model],
                    transform=ax.get_xaxis_transform(), clip_on=False, zorder=3)
 
 
@@ -317,7 +319,7 @@ def training_curves(runs: pd.DataFrame, epochs: pd.DataFrame) -> Figure:
         for i, column in enumerate(("train_loss", "val_percent")):
             ax = axes[i, j]
             sns.lineplot(data=curves, x="epoch", y=column, hue="model", hue_order=models,
-                         palette=PALETTE, errorbar="sd", ax=ax, legend=False)
+                         palette=registry.figure_palette(models), errorbar="sd", ax=ax, legend=False)
             ax.set_title(f"{label('dataset', dataset)}, L={depth}{note}" if i == 0 else "")
             ax.set_ylabel(names[i] if j == 0 else "")
             ax.set_xlabel("Epoch" if i == 1 else "")
@@ -336,7 +338,7 @@ def lipschitz_probe(probe: pd.DataFrame) -> Figure:
         ax.set_xscale("log")
         ax.set_yscale("log")
         sns.lineplot(data=_where(probe, {"kind": kind}), x="s", y="estimate", hue="model",
-                     hue_order=models, palette=PALETTE, errorbar="sd", marker="o", ax=ax,
+                     hue_order=models, palette=registry.figure_palette(models), errorbar="sd", marker="o", ax=ax,
                      legend=False)
         # A panel spanning about one decade would otherwise label every minor tick.
         ax.yaxis.set_minor_formatter(NullFormatter())
@@ -349,13 +351,13 @@ def lipschitz_probe(probe: pd.DataFrame) -> Figure:
 
 # `lipnorm bench` implementations: ours in the model palette, the references in grey tones.
 BENCH_PALETTE = {
-    "gat": PALETTE["gat"],
-    "gat-lip": PALETTE["gat-lip"],
+    "gat": registry.model_colour("gat"),
+    "gat-lip": registry.model_colour("gat-lip"),
     "gat-lip-official": "#fbafe4",
     "dgl-gat": "#029e73",
     "pyg-gat": "#949494",
-    "gt": PALETTE["gt"],
-    "gt-lip": PALETTE["gt-lip"],
+    "gt": registry.model_colour("gt"),
+    "gt-lip": registry.model_colour("gt-lip"),
     "gt-lip-official": "#56b4e9",
     "pyg-transformer": "#000000",
 }
@@ -541,7 +543,7 @@ def _model_dropout_panels(runs: pd.DataFrame, layerstats: pd.DataFrame, x: str,
             panel = _where(stats, {"metric": metric, "depth": depth})
             if not panel.empty:
                 sns.lineplot(data=panel, x=x, y="value", hue="model", hue_order=models,
-                             palette=PALETTE, style="feat_drop", style_order=dropouts,
+                             palette=registry.figure_palette(models), style="feat_drop", style_order=dropouts,
                              dashes=dashes, errorbar="sd", ax=ax, legend=False)
             ax.set_title(title(depth) if i == 0 else "")
             ax.set_xlabel(("Layer" if x == "layer" else "Epoch") if i == len(metrics) - 1 else "")

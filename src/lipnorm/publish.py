@@ -43,10 +43,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from lipnorm import registry
 from lipnorm.aggregate import (
-    DATASET_LABELS,
     EXPERIMENTS,
-    MODEL_LABELS,
     label,
     load_table,
     ordered,
@@ -344,8 +343,9 @@ def _cell_texts(cells: pd.DataFrame) -> list[str]:
 
 def _paper_order(column: pd.Series) -> pd.Series:
     """Sort key: datasets and models in the paper's order, anything else by value."""
-    order = {"dataset": list(DATASET_LABELS), "model": list(MODEL_LABELS)}.get(column.name)
-    return column.map(order.index) if order else column
+    if column.name not in ("dataset", "model"):
+        return column
+    return column.map(list(registry.names(column.name)).index)
 
 
 def _by_model(cells: pd.DataFrame, rows: list[str], names: list[str], bold: bool) -> list[str]:

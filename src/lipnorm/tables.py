@@ -49,6 +49,9 @@ NAMES = {
     "missing_rate": "Missing rate (\\%)",
     "dataset": "Dataset",
     "model": "Model",
+    "architecture": "Architecture",
+    "attention_norm": "Attention norm",
+    "norm": "Normalisation",
     "depth": "Layers",
     "alpha": "$\\alpha$",
     "feat_drop": "Feature dropout",
@@ -89,9 +92,10 @@ def render(text: pd.DataFrame, bold: np.ndarray) -> str:
 
 
 def _with_labels(cells: pd.DataFrame) -> pd.DataFrame:
-    """Model and dataset names replaced by their printed labels, in the paper's order."""
+    """Model, dataset and model-axis names replaced by their printed labels, in the
+    registry's order."""
     cells = cells.copy()
-    for kind in ("model", "dataset"):
+    for kind in ("model", "dataset", "architecture", "attention_norm", "norm"):
         if kind in cells.columns:
             names = ordered(kind, cells[kind])
             cells[kind] = pd.Categorical(

@@ -55,26 +55,34 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import lipnorm
-from lipnorm import data
+from lipnorm import data, registry
 from lipnorm import device as devices
 from lipnorm.device import check_device, resolve_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.nn.models import (
-    MODEL_NAMES,
     RECIPES,
     ModelConfig,
     attention_layers,
     build_model,
+    combine_parts,
     gradient_groups,
+    returns_attention,
 )
 
 PROTOCOLS = ("best-val", "official")
-NORM_EXTRAS = ("pairnorm",)
 # The settings a run passes on to `ModelConfig` unchanged.
 MODEL_SETTINGS = (
-    "model", "depth", "heads", "hidden", "alpha", "variant", "feat_drop", "attn_drop", "recipe"
+    "model", "architecture", "attention_norm", "norm", "residual", "depth", "heads", "hidden",
+    "alpha", "variant", "feat_drop", "attn_drop", "recipe",
 )
+
+
+def __getattr__(name: str):
+    # `NORM_EXTRAS`: the registered normalisations, computed on access (plugins add some).
+    if name == "NORM_EXTRAS":
+        return registry.norm_names()[1:]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
 PLATEAU_PATIENCE = 10
@@ -128,11 +136,19 @@ class TrainConfig:
 
     The settings defaulting to None take their value from `recipe` (`recipe_defaults`;
     dropouts: the architecture's, models.py), so that one given explicitly wins.
+
+    `model` names a composition `<architecture>[-lip][-<norm>]` (`lipnorm.registry`);
+    `architecture`, `attention_norm` and `norm`, where given, replace that part of it
+    (`norm_extra` is the older spelling of `norm`), and `resolved` records all four.
     """
 
     dataset: str = "cora"
     model: str = "gat"
     norm_extra: str | None = None
+    architecture: str | None = None
+    attention_norm: str | None = None
+    norm: str | None = None
+    residual: bool = False
     recipe: str = "lipnorm"
     depth: int = 2
     alpha: float = 1.0
@@ -199,12 +215,11 @@ class TrainConfig:
 
     def _validate_filled(self) -> None:
         _check_types(self)
-        if self.dataset not in data.DATASETS:
+        if self.dataset not in registry.dataset_names():
             raise ValueError(
-                f"unknown dataset {self.dataset!r}; allowed: {', '.join(data.DATASETS)}"
+                f"unknown dataset {self.dataset!r}; allowed: {', '.join(registry.dataset_names())}"
             )
-        if self.norm_extra is not None:
-            _fold_norm_extra(self.model, self.norm_extra)
+        self.model_parts()
         # The model's own checks name the value: model, depth, heads, hidden, alpha,
         # variant, dropouts (in_feats and num_classes are only known after loading).
         self.model_config(in_feats=1, num_classes=1).validate()
@@ -239,29 +254,42 @@ class TrainConfig:
                 raise ValueError(f"csbm={self.csbm!r} applies to dataset 'csbm' only, not {self.dataset!r}")
             data.csbm_params(self.csbm)  # raises on a bad spec
 
+    def model_parts(self) -> tuple[str, str, str]:
+        """`(architecture, attention_norm, norm)` of the run (see the class docstring)."""
+        model = self.model if self.norm_extra is None else _fold_norm_extra(self.model, self.norm_extra)
+        if self.norm_extra is not None and self.norm not in (None, self.norm_extra):
+            raise ValueError(f"norm_extra={self.norm_extra!r} and norm={self.norm!r} disagree; give one")
+        return combine_parts(model, self.architecture, self.attention_norm, self.norm)
+
     def resolved(self) -> TrainConfig:
         """Validated copy: the recipe's defaults filled in, `norm_extra` folded into
-        `model`, whole floats as floats."""
+        `norm`, `model` composed of the parts, whole floats as floats."""
         filled = self.with_recipe_defaults()
         filled._validate_filled()
-        model = filled.model if filled.norm_extra is None else _fold_norm_extra(filled.model, filled.norm_extra)
+        architecture, attention_norm, norm = filled.model_parts()
+        model = registry.compose_model(architecture, attention_norm, norm)
         floats = {
             field.name: float(getattr(filled, field.name))
             for field in dataclasses.fields(filled)
             if _allowed_types(field.name)[0] is float and getattr(filled, field.name) is not None
         }
-        return dataclasses.replace(filled, model=model, norm_extra=None, **floats)
+        return dataclasses.replace(
+            filled, model=model, norm_extra=None, architecture=architecture,
+            attention_norm=attention_norm, norm=norm, **floats,
+        )
 
 
 def _fold_norm_extra(model: str, norm_extra: str) -> str:
     """`gat` + `pairnorm` -> `gat-pairnorm` (idempotent on a model that has it)."""
-    if norm_extra not in NORM_EXTRAS:
-        raise ValueError(f"unknown norm_extra {norm_extra!r}; allowed: {', '.join(NORM_EXTRAS)}")
+    extras = registry.norm_names()[1:]
+    if norm_extra not in extras:
+        raise ValueError(f"unknown norm_extra {norm_extra!r}; allowed: {', '.join(extras)}")
     if model.endswith(f"-{norm_extra}"):
         return model
     combined = f"{model}-{norm_extra}"
-    allowed = [name for name in MODEL_NAMES if name.endswith(f"-{norm_extra}")]
-    if combined not in MODEL_NAMES:
+    names = registry.model_names()
+    allowed = [name for name in names if name.endswith(f"-{norm_extra}")]
+    if combined not in names:
         raise ValueError(
             f"norm_extra {norm_extra!r} cannot be added to model {model!r}; it exists for: "
             f"{', '.join(name.removesuffix(f'-{norm_extra}') for name in allowed)}"
@@ -541,17 +569,21 @@ class LayerStats:
 
     While `active`, a pre-hook makes every attention layer return its attention too
     (`get_attention=True`) and a forward hook keeps `(output, attention)` and hands the
-    output alone on, so the model computes exactly what it computes without them.
+    output alone on, so the model computes exactly what it computes without them. The
+    layers of an architecture registered with `attention=False` (e.g. GCN) are asked
+    for nothing: their statistics have no attention entropy.
     """
 
     def __init__(self, model: torch.nn.Module, graph: dgl.DGLGraph):
         self.diagnostics = GraphDiagnostics(graph)
         self.layers = [index for index, _ in attention_layers(model)]
-        self.captured: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.captured: list[tuple[torch.Tensor, torch.Tensor | None]] = []
         self.active = False
         self.handles = []
+        self.with_attention = returns_attention(model)
         for _, module in attention_layers(model):
-            self.handles.append(module.register_forward_pre_hook(self._ask_attention, with_kwargs=True))
+            if self.with_attention:
+                self.handles.append(module.register_forward_pre_hook(self._ask_attention, with_kwargs=True))
             self.handles.append(module.register_forward_hook(self._keep, with_kwargs=True))
 
     def _ask_attention(self, module, args, kwargs):
@@ -560,11 +592,20 @@ class LayerStats:
         return None
 
     def _keep(self, module, args, kwargs, output):
-        if self.active:
-            rst, attention = output
-            self.captured.append((rst.detach(), attention.detach()))
-            return rst
-        return None
+        if not self.active:
+            return None
+        if not self.with_attention:
+            self.captured.append((output.detach(), None))
+            return None
+        if not isinstance(output, tuple) or len(output) != 2:
+            raise ValueError(
+                f"{type(module).__name__} called with get_attention=True returned "
+                f"{type(output).__name__}, not (output, attention); register its architecture "
+                "with attention=False if its layers have no attention"
+            )
+        rst, attention = output
+        self.captured.append((rst.detach(), attention.detach()))
+        return rst
 
     def rows(self, epoch: int) -> list[tuple]:
         """`(epoch, layer, metric, value)` rows of the captured forward; clears it."""

@@ -32,8 +32,9 @@ rule aggregate:
         f"{RESULTS}/{{experiment}}/logs/aggregate.log",
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs_parquet),
+        plugins=PLUGIN_ARGS,
     shell:
-        "lipnorm aggregate --out-dir {params.out_dir} --runs-from {input.run_list} > {log} 2>&1"
+        "lipnorm aggregate {params.plugins} --out-dir {params.out_dir} --runs-from {input.run_list} > {log} 2>&1"
 
 
 rule probe:
@@ -81,8 +82,9 @@ for experiment in EXPERIMENTS:
                 experiment=experiment,
                 aggregate_dir=lambda wildcards, input: os.path.dirname(input[0]),
                 out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+                plugins=PLUGIN_ARGS,
             shell:
-                "lipnorm tables {params.experiment} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"
+                "lipnorm tables {params.experiment} {params.plugins} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"
 
     if FIGURES[experiment]:
 
@@ -111,5 +113,6 @@ for experiment in EXPERIMENTS:
                 experiment=experiment,
                 aggregate_dir=lambda wildcards, input: os.path.dirname(input[0]),
                 out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+                plugins=PLUGIN_ARGS,
             shell:
-                "lipnorm plots {params.experiment} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"
+                "lipnorm plots {params.experiment} {params.plugins} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,12 +1,13 @@
 """Validate the config, turn it into target paths; all other logic lives in src/lipnorm."""
 
+import json
 import os
 import shlex
 import sys
 
 from snakemake.utils import validate
 
-from lipnorm import grid, numbers
+from lipnorm import grid, numbers, registry
 from lipnorm.aggregate import AGGREGATE_TABLES
 from lipnorm.plots import FIGURES
 from lipnorm.tables import TABLES
@@ -16,11 +17,29 @@ from lipnorm.tables import TABLES
 shell.prefix(f'export PATH={shlex.quote(os.path.dirname(sys.executable))}:"$PATH"; ')
 
 
-# Numbers as people write them (`lr: 5e-4`, which YAML 1.1 reads as a string) become
-# numbers wherever the schema expects one; then the schema checks everything.
+# The config's plugins register their names first; the schema's name enums are then
+# what the registry holds (lipnorm.grid.schema_with_registry: the file lists lipnorm's
+# own, the validated copy a plugin's too). Numbers as people write them (`lr: 5e-4`,
+# which YAML 1.1 reads as a string) become numbers wherever the schema expects one;
+# then the schema checks everything.
+PLUGINS = config.get("plugins") or []
+if not isinstance(PLUGINS, list):
+    raise ValueError(
+        f"config plugins must be a list of files or modules, got {PLUGINS!r}"
+    )
+registry.load_plugins(PLUGINS)
 SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
-numbers.coerce_numbers(config, numbers.read_schema(SCHEMA))
-validate(config, SCHEMA)
+DERIVED_SCHEMA = os.path.abspath(
+    os.path.join(".snakemake", "lipnorm", "config.schema.yaml")
+)
+_schema = grid.schema_with_registry(numbers.read_schema(SCHEMA))
+os.makedirs(os.path.dirname(DERIVED_SCHEMA), exist_ok=True)
+with open(DERIVED_SCHEMA, "w") as _file:
+    json.dump(_schema, _file)
+numbers.coerce_numbers(config, _schema)
+validate(config, DERIVED_SCHEMA)
+# `--plugin P ...`: every job that reads registered names loads them too.
+PLUGIN_ARGS = grid.plugin_args(PLUGINS)
 
 
 RESULTS = config["results"]
@@ -49,7 +68,10 @@ wildcard_constraints:
     experiment=grid.alternatives_regex(GRID_EXPERIMENTS or ["lipschitz"]),
     run_group=grid.alternatives_regex(RUN_GROUPS or ["lipschitz"]),
     dataset=grid.alternatives_regex(_grid_values("datasets") or ["csbm"]),
-    model=grid.alternatives_regex(_grid_values("models") or ["gat"]),
+    model=grid.alternatives_regex(
+        [m for spec in RUN_GROUPS.values() for m in grid.grid_models(spec["grid"])]
+        or ["gat"]
+    ),
     depth=r"\d+",
     alpha=grid.NUMBER_REGEX,
     rate=grid.NUMBER_REGEX,
@@ -77,11 +99,11 @@ def csbm_args(wildcards):
 
 
 def dataset_ready(wildcards):
-    """The download marker of a dataset (csbm needs none).
+    """The download marker of a dataset (csbm and a plugin's dataset need none).
 
     Ancient: re-verifying a download must not retrain everything downstream.
     """
-    if wildcards.dataset == "csbm":
+    if wildcards.dataset == "csbm" or registry.dataset(wildcards.dataset).load:
         return []
     return ancient(DATASET_READY.format(dataset=wildcards.dataset))
 
@@ -89,7 +111,7 @@ def dataset_ready(wildcards):
 def train_args(wildcards):
     """The run group's `train` settings over the config's top-level ones (e.g. device)."""
     settings = {**config.get("train", {}), **RUN_GROUPS[wildcards.run_group]["train"]}
-    return grid.option_args(settings)
+    return " ".join(filter(None, [PLUGIN_ARGS, grid.option_args(settings)]))
 
 
 def run_dirs(wildcards):

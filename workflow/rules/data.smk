@@ -25,5 +25,6 @@ rule mask:
     params:
         root=dataset_root,
         csbm=csbm_args,
+        plugins=PLUGIN_ARGS,
     shell:
-        "lipnorm data mask {wildcards.dataset} --rate {wildcards.rate} --seed {wildcards.seed} --out {output.mask} --root {params.root} {params.csbm} > {log} 2>&1"
+        "lipnorm data mask {params.plugins} {wildcards.dataset} --rate {wildcards.rate} --seed {wildcards.seed} --out {output.mask} --root {params.root} {params.csbm} > {log} 2>&1"

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lipnorm import registry
 from lipnorm.data.csbm import CSBMParams, csbm_params, generate_csbm
-from lipnorm.data.dataset import DatasetError, NodeDataset
+from lipnorm.data.dataset import DatasetError, NodeDataset, dataset_from_parts
 from lipnorm.data.masks import (
     apply_missing_features,
     load_mask,
@@ -21,23 +22,32 @@ from lipnorm.data.masks import (
 )
 from lipnorm.data.sources import MIRROR_ENV, SOURCES, UnpinnedChecksumWarning, prepared
 
-DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
+# lipnorm's own datasets (a plugin's are in lipnorm.registry too).
+DATASETS = registry.BUILTIN_DATASETS
+
 # The datasets whose DGL loader row-normalises the stored features (see `load_dataset`).
 PLANETOID = ("cora", "citeseer", "pubmed")
 DEFAULT_ROOT = "resources/datasets"
 
 __all__ = [
     "DATASETS", "DEFAULT_ROOT", "PLANETOID", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
-    "UnpinnedChecksumWarning", "apply_missing_features", "csbm_params", "describe_dataset",
+    "UnpinnedChecksumWarning", "apply_missing_features", "csbm_params", "dataset_from_parts", "describe_dataset",
     "fetch_dataset", "load_dataset", "load_mask", "mask_path", "missing_features_mask",
     "save_mask", "write_mask",
 ]
 
 
 def _check_name(name: str) -> str:
-    if name not in DATASETS:
-        raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
+    """`name` if it is registered (`lipnorm.registry`: these DATASETS and a plugin's)."""
+    if name not in registry.dataset_names():
+        raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(registry.dataset_names())}")
     return name
+
+
+def _registered_load(name: str):
+    """The `load` function of a dataset a plugin registered; None for lipnorm's own."""
+    load = registry.dataset(_check_name(name)).load
+    return None if load is None else registry.resolve(load)
 
 
 def fetch_dataset(
@@ -46,9 +56,10 @@ def fetch_dataset(
     """Make sure the verified raw files of `name` are under `root`; return their folder.
 
     `mirror` (else $LIPNORM_DATA_MIRROR) is a local copy of the data servers; without
-    one, DGL's / OGB's download code fetches the archive. csbm needs nothing: None.
+    one, DGL's / OGB's download code fetches the archive. csbm and the datasets a
+    plugin registers need nothing: None.
     """
-    if _check_name(name) == "csbm":
+    if _check_name(name) == "csbm" or _registered_load(name) is not None:
         return None
     with prepared(SOURCES[name], root, mirror, verify) as folder:
         return folder
@@ -71,6 +82,9 @@ def load_dataset(
     (Cora, CiteSeer: binary bag-of-words; PubMed: TF-IDF), as PyG's `Planetoid` without
     transforms gives them. The other datasets' loaders return their features as stored,
     so there is nothing to undo and True is an error.
+
+    A dataset a plugin registered (`lipnorm.registry.register_dataset(load=...)`) is
+    built from what its `load()` returns (`dataset_from_parts`).
     """
     if raw_features and _check_name(name) not in PLANETOID:
         raise ValueError(
@@ -82,6 +96,9 @@ def load_dataset(
         return generate_csbm(csbm_params(csbm))
     if csbm is not None:
         raise ValueError(f"csbm parameters were given for dataset {name!r}; they apply only to csbm")
+    load = _registered_load(name)
+    if load is not None:
+        return dataset_from_parts(name, load())
     from lipnorm.data import loaders
 
     source = SOURCES[name]

@@ -107,6 +107,67 @@ def build_node_dataset(
     )
 
 
+PARTS = ("graph", "features", "labels", "train_mask", "val_mask", "test_mask")
+
+
+def dataset_from_parts(name: str, parts: Any) -> NodeDataset:
+    """The NodeDataset of what a registered dataset's `load()` returned: a mapping with
+    the keys of `PARTS` (and optionally `num_classes`): a DGLGraph, features `(N, F)`,
+    integer labels `(N,)` in ``[0, num_classes)``, boolean masks `(N,)` (train not
+    empty). Self-loops are removed and added once (`build_node_dataset`). Anything
+    else is a ValueError naming the part and what was expected.
+    """
+    import dgl
+    import torch
+
+    where = f"dataset {name!r}: load() returned"
+    if not isinstance(parts, dict):
+        raise ValueError(f"{where} {type(parts).__name__}; expected a dict with keys {', '.join(PARTS)}")
+    missing = [key for key in PARTS if key not in parts]
+    unknown = sorted(set(parts) - {*PARTS, "num_classes"})
+    if missing or unknown:
+        raise ValueError(
+            f"{where} keys {sorted(parts)}: missing {missing}, unknown {unknown}; expected "
+            f"{', '.join(PARTS)} and optionally num_classes"
+        )
+    graph = parts["graph"]
+    if not isinstance(graph, dgl.DGLGraph) or not graph.is_homogeneous:
+        raise ValueError(f"{where} graph of type {type(graph).__name__}; expected a homogeneous dgl.DGLGraph")
+    num_nodes = graph.num_nodes()
+    features = torch.as_tensor(np.asarray(parts["features"]))
+    if features.dim() != 2 or features.shape[0] != num_nodes or not features.is_floating_point():
+        raise ValueError(
+            f"{where} features of shape {tuple(features.shape)} and dtype {features.dtype}; "
+            f"expected floats of shape ({num_nodes}, F)"
+        )
+    labels = torch.as_tensor(np.asarray(parts["labels"]))
+    if labels.shape != (num_nodes,) or labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(
+            f"{where} labels of shape {tuple(labels.shape)} and dtype {labels.dtype}; "
+            f"expected integers of shape ({num_nodes},)"
+        )
+    num_classes = int(parts.get("num_classes", int(labels.max()) + 1 if len(labels) else 0))
+    if len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        raise ValueError(
+            f"{where} labels in [{int(labels.min())}, {int(labels.max())}]; expected them in [0, {num_classes})"
+        )
+    masks = []
+    for key in PARTS[3:]:
+        mask = torch.as_tensor(np.asarray(parts[key]))
+        if mask.shape != (num_nodes,) or mask.dtype != torch.bool:
+            raise ValueError(
+                f"{where} {key} of shape {tuple(mask.shape)} and dtype {mask.dtype}; expected bool of shape ({num_nodes},)"
+            )
+        masks.append(mask)
+    if not masks[0].any():
+        raise ValueError(f"{where} an empty train_mask; expected at least one training node")
+    src, dst = graph.edges()
+    return build_node_dataset(
+        name, src, dst, num_nodes, features, labels, tuple(masks), num_classes,
+        multilabel=False, metric="accuracy",
+    )
+
+
 def sample_per_class(
     candidates: np.ndarray, labels: np.ndarray, per_class: int, rng: np.random.Generator
 ) -> np.ndarray:

@@ -9,7 +9,6 @@ from lipnorm.nn.functional import lipschitz_norm_dot_product, lipschitz_norm_lin
 from lipnorm.nn.gat import GATConv
 from lipnorm.nn.gt import GTConv
 from lipnorm.nn.models import (
-    MODEL_NAMES,
     ClassicGAT,
     DeepGAT,
     DeepGT,
@@ -31,3 +30,12 @@ __all__ = [
     "lipschitz_norm_linear",
     "lipschitz_norm_dot_product",
 ]
+
+
+def __getattr__(name: str):
+    # The registry's model names, as of now (a plugin adds some): lipnorm.nn.models'.
+    if name == "MODEL_NAMES":
+        from lipnorm.nn import models
+
+        return models.MODEL_NAMES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,10 +16,14 @@ authors' `models/deepgat.py` (see `DeepGAT`): Linear(in, D) (one head's width, n
 the first attention layer taking D inputs and the later ones H*D, PyG's Glorot
 initialisation of the attention layers.
 
+Architectures and representation normalisations are looked up in `lipnorm.registry`
+(a model name is `<architecture>[-lip][-<norm>]`); an architecture registered with a
+layer factory is stacked by `DeepNet` as the deep models are.
+
 Layer numbering for gradient logging (`gradient_groups`, `attention_layers`):
 
-- deep models: 0 = input Linear (kind "input"), 1..L = attention layers ("attention"),
-  L+1 = output Linear ("output");
+- deep models: 0 = input Linear (kind "input"), 1..L = attention (graph) layers
+  ("attention"), L+1 = output Linear ("output");
 - gat-classic: 0..L-2 = hidden attention layers ("attention"), L-1 = output attention
   layer ("output"); it has no Linear layers.
 """
@@ -36,40 +40,68 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lipnorm import registry
 from lipnorm.nn.gat import GATConv
 from lipnorm.nn.gt import VARIANTS, GTConv
 from lipnorm.nn.pairnorm import PairNorm
 
-MODEL_NAMES = (
-    "gat",
-    "gat-lip",
-    "gat-pairnorm",
-    "gat-lip-pairnorm",
-    "gt",
-    "gt-lip",
-    "gat-classic",
-)
-# Model name -> `norm` option of the deep models.
-DEEP_NORMS = {
-    "gat": "none",
-    "gat-lip": "lip",
-    "gat-pairnorm": "pairnorm",
-    "gat-lip-pairnorm": "lip+pairnorm",
-    "gt": "none",
-    "gt-lip": "lip",
-}
-NORMS = ("none", "lip", "pairnorm", "lip+pairnorm")
 # "lipnorm": this project's networks; "official": the authors' public DeepGAT (`DeepGAT`).
 RECIPES = ("lipnorm", "official")
 # The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
 OFFICIAL_MODELS = ("gat", "gat-lip", "gat-pairnorm")
-GROUPS = ("fc", "attn", "bias", "res", "norm", "all")
+GROUPS = (*registry.PARAMETER_GROUPS, "all")
+
+
+def deep_norms() -> dict[str, str]:
+    """Model name -> its `norm` option as the deep models spell it (`none`, `lip`,
+    `pairnorm`, `lip+pairnorm`, ...)."""
+    return {name: _norm_option(*registry.parse_model(name)[1:]) for name in registry.model_names()}
+
+
+def _norm_option(attention_norm: str, norm: str) -> str:
+    parts = [part for part in (attention_norm, norm) if part != "none"]
+    return "+".join(parts) or "none"
+
+
+def norm_options() -> tuple[str, ...]:
+    """The deep models' `norm` options: `none`, `lip`, then each normalisation without
+    and with LipschitzNorm."""
+    return tuple(
+        _norm_option(attention_norm, norm)
+        for norm in registry.norm_names()
+        for attention_norm in registry.ATTENTION_NORMS
+    )
+
+
+def default_dropout() -> dict[str, tuple[float, float]]:
+    """Architecture -> (feature dropout, attention dropout) by default."""
+    return {name: registry.architecture(name).dropout for name in registry.architecture_names()}
+
+
+# The registry-derived lists, computed on access so that a plugin's entries appear.
+_DERIVED = {
+    "MODEL_NAMES": registry.model_names,
+    "DEEP_NORMS": deep_norms,
+    "NORMS": norm_options,
+    "_DEFAULT_DROPOUT": default_dropout,
+}
+
+
+def __getattr__(name: str):
+    if name in _DERIVED:
+        return _DERIVED[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
 class ModelConfig:
     """Everything needed to build a model; `feat_drop`/`attn_drop` None = the
-    architecture's default (see `resolved`)."""
+    architecture's default (see `resolved`).
+
+    `model` names a composition (`gat-lip-pairnorm`, see `lipnorm.registry`);
+    `architecture`, `attention_norm` and `norm`, where given, replace that part of it.
+    `resolved` fills all four consistently.
+    """
 
     model: str
     in_feats: int
@@ -85,6 +117,9 @@ class ModelConfig:
     pairnorm_mode: str | None = "PN"
     pairnorm_scale: float = 1.0
     recipe: str = "lipnorm"
+    architecture: str | None = None
+    attention_norm: str | None = None
+    norm: str | None = None
 
     @classmethod
     def from_dict(cls, settings: dict[str, Any]) -> ModelConfig:
@@ -107,19 +142,28 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def parts(self) -> tuple[str, str, str]:
+        """`(architecture, attention_norm, norm)`: `model`'s, with the given ones instead."""
+        return combine_parts(self.model, self.architecture, self.attention_norm, self.norm)
+
     def resolved(self) -> ModelConfig:
-        """A validated copy with the dropout defaults of the architecture filled in."""
+        """A validated copy with the model's parts and the dropout defaults of the
+        architecture filled in."""
         self.validate()
-        default_feat, default_attn = _DEFAULT_DROPOUT[_architecture(self.model)]
+        architecture, attention_norm, norm = self.parts()
+        default_feat, default_attn = registry.architecture(architecture).dropout
         return dataclasses.replace(
             self,
+            model=registry.compose_model(architecture, attention_norm, norm),
+            architecture=architecture,
+            attention_norm=attention_norm,
+            norm=norm,
             feat_drop=default_feat if self.feat_drop is None else self.feat_drop,
             attn_drop=default_attn if self.attn_drop is None else self.attn_drop,
         )
 
     def validate(self) -> None:
-        if self.model not in MODEL_NAMES:
-            raise ValueError(f"unknown model {self.model!r}; allowed: {', '.join(MODEL_NAMES)}")
+        architecture, _, _ = self.parts()
         for name in ("in_feats", "num_classes", "depth", "heads", "hidden"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -132,10 +176,23 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value < 1:
                 raise ValueError(f"{name} must be in [0, 1) or None (default), got {value!r}")
-        if self.residual and _architecture(self.model) == "gt":
+        if self.residual and architecture == "gt":
             raise ValueError(f"model {self.model!r}: {_NO_GT_RESIDUAL}")
-        _check_recipe(self.recipe, self.model, self.residual)
+        _check_recipe(self.recipe, registry.compose_model(*self.parts()), self.residual)
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
+
+
+def combine_parts(
+    model: str, architecture: str | None, attention_norm: str | None, norm: str | None
+) -> tuple[str, str, str]:
+    """`model`'s `(architecture, attention_norm, norm)` with each one given instead of
+    its part; ValueError naming a value the registry does not have, or a combination
+    the architecture does not take."""
+    parsed = registry.parse_model(model)
+    given = (architecture, attention_norm, norm)
+    parts = tuple(part if value is None else value for value, part in zip(given, parsed))
+    registry.compose_model(*parts)  # raises on an unknown part or combination
+    return parts
 
 
 def _check_recipe(recipe: str, model: str, residual: bool) -> None:
@@ -161,19 +218,10 @@ def pyg_glorot_(tensor: torch.Tensor) -> torch.Tensor:
         return tensor.uniform_(-bound, bound)
 
 
-def _architecture(model: str) -> str:
-    if model == "gat-classic":
-        return "classic"
-    return model.split("-")[0]
-
-
 _NO_GT_RESIDUAL = (
     "residual=True is not available for GT models, whose layers always carry their skip "
     "projection; residual applies to the GAT models"
 )
-# Architecture -> (feature dropout, attention dropout): the authors' deep models and
-# the published classic GAT.
-_DEFAULT_DROPOUT = {"gat": (0.6, 0.3), "gt": (0.5, 0.3), "classic": (0.6, 0.6)}
 
 
 class NumberedLayer(NamedTuple):
@@ -182,16 +230,18 @@ class NumberedLayer(NamedTuple):
     index: int
     kind: str  # input | attention | output
     module: nn.Module
-    norm: nn.Module | None  # the PairNorm applied after it, if any
+    norm: nn.Module | None  # the representation normalisation applied after it, if any
+    graph_layer: bool = False  # a message-passing layer: its outputs are logged
 
 
 class _DeepAttentionNet(nn.Module):
-    """Input Linear, `depth` attention layers, output Linear (see the module docstring).
+    """Input Linear, `depth` graph layers, output Linear (see the module docstring).
 
-    `feat_drop`/`attn_drop` None = the architecture's default.
+    `norm`: `none`, `lip`, a registered normalisation (`pairnorm`) or `lip+<it>`
+    (`norm_options`). `feat_drop`/`attn_drop` None = the architecture's default.
     """
 
-    architecture: str  # key of _DEFAULT_DROPOUT
+    architecture: str  # a name in lipnorm.registry
 
     def __init__(
         self,
@@ -212,14 +262,22 @@ class _DeepAttentionNet(nn.Module):
         input_width: int | None = None,
     ):
         super().__init__()
-        if norm not in NORMS:
-            raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(NORMS)}")
+        allowed = norm_options()
+        if norm not in allowed:
+            raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(allowed)}")
         parts = norm.split("+")
-        default_feat, default_attn = _DEFAULT_DROPOUT[self.architecture]
+        attention_norm = "lip" if "lip" in parts else "none"
+        representation_norm = next((part for part in parts if part not in registry.ATTENTION_NORMS), "none")
+        model_name = registry.compose_model(self.architecture, attention_norm, representation_norm)
+        entry = registry.architecture(self.architecture)
+        default_feat, default_attn = entry.dropout
         width = heads * hidden
         # Output size of the input Linear = input size of the first attention layer.
         input_width = width if input_width is None else input_width
         self.feat_drop = default_feat if feat_drop is None else feat_drop
+        attn_drop = default_attn if attn_drop is None else attn_drop
+        self.parameter_groups = dict(entry.parameter_groups)
+        self.returns_attention = entry.attention
         self.input_fc = nn.Linear(in_feats, input_width)
         self.layers = nn.ModuleList(
             self._make_layer(
@@ -227,47 +285,109 @@ class _DeepAttentionNet(nn.Module):
                 hidden,
                 heads,
                 residual,
-                norm="lip" if "lip" in parts else "none",
+                norm=attention_norm,
                 alpha=alpha,
                 variant=variant,
-                attn_drop=default_attn if attn_drop is None else attn_drop,
+                attn_drop=attn_drop,
             )
             for i in range(depth)
         )
-        self.pairnorms = (
-            nn.ModuleList(PairNorm(pairnorm_mode, pairnorm_scale) for _ in range(depth))
-            if "pairnorm" in parts
-            else None
-        )
+        # None unless the model has PairNorm (the attribute its modules always had).
+        self.pairnorms = None
+        self.norm_attribute = None
+        norm_entry = registry.norm(representation_norm)
+        if norm_entry is not None:
+            config = ModelConfig(
+                model=model_name, in_feats=in_feats, num_classes=num_classes, depth=depth,
+                heads=heads, hidden=hidden, alpha=alpha, variant=variant, residual=residual,
+                feat_drop=self.feat_drop, attn_drop=attn_drop, pairnorm_mode=pairnorm_mode,
+                pairnorm_scale=pairnorm_scale, architecture=self.architecture,
+                attention_norm=attention_norm, norm=representation_norm,
+            )
+            factory = registry.resolve(norm_entry.factory)
+            self.norm_attribute = norm_entry.attribute
+            setattr(self, norm_entry.attribute, nn.ModuleList(factory(width, config) for _ in range(depth)))
         self.output_fc = nn.Linear(width, num_classes)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, **options: Any) -> _DeepAttentionNet:
+        """The network of a resolved `cfg`."""
+        return cls(
+            cfg.in_feats,
+            cfg.num_classes,
+            depth=cfg.depth,
+            heads=cfg.heads,
+            hidden=cfg.hidden,
+            norm=_norm_option(cfg.attention_norm, cfg.norm),
+            alpha=cfg.alpha,
+            variant=cfg.variant,
+            residual=cfg.residual,
+            feat_drop=cfg.feat_drop,
+            attn_drop=cfg.attn_drop,
+            pairnorm_mode=cfg.pairnorm_mode,
+            pairnorm_scale=cfg.pairnorm_scale,
+            **options,
+        )
 
     def _make_layer(
         self, in_feats: int, out_feats: int, heads: int, residual: bool, **options: Any
     ) -> nn.Module:
         raise NotImplementedError
 
+    def _norms(self) -> nn.ModuleList | None:
+        return None if self.norm_attribute is None else getattr(self, self.norm_attribute)
+
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         h = self.input_fc(feat)
+        norms = self._norms()
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             h = F.dropout(h, p=self.feat_drop, training=self.training)
             h = layer(graph, h).flatten(1)
             if i < last:
                 h = F.elu(h)
-            if self.pairnorms is not None:
-                h = self.pairnorms[i](graph, h)
+            if norms is not None:
+                h = norms[i](graph, h)
         return self.output_fc(h)
 
     def numbered_layers(self) -> list[NumberedLayer]:
-        norms = self.pairnorms if self.pairnorms is not None else [None] * len(self.layers)
+        norms = self._norms()
+        norms = norms if norms is not None else [None] * len(self.layers)
         return [
             NumberedLayer(0, "input", self.input_fc, None),
             *(
-                NumberedLayer(i, "attention", layer, norm)
+                NumberedLayer(i, "attention", layer, norm, graph_layer=True)
                 for i, (layer, norm) in enumerate(zip(self.layers, norms), start=1)
             ),
             NumberedLayer(len(self.layers) + 1, "output", self.output_fc, None),
         ]
+
+
+def pairnorm_layer(width: int, config: ModelConfig) -> PairNorm:
+    """The registered factory of `pairnorm`: PairNorm of `config`'s mode and scale."""
+    return PairNorm(config.pairnorm_mode, config.pairnorm_scale)
+
+
+class DeepNet(_DeepAttentionNet):
+    """The deep network of an architecture registered with a layer factory
+    (`lipnorm.registry.register_architecture(layer=...)`): the factory's layers stacked
+    as the deep models' are (module docstring)."""
+
+    def __init__(self, in_feats: int, num_classes: int, *, architecture: str, **options: Any):
+        entry = registry.architecture(architecture)
+        if entry.layer is None:
+            raise ValueError(f"architecture {architecture!r} is registered with a model factory, not a layer factory")
+        # Read by the base class's __init__ (before nn.Module allows attributes).
+        self.__dict__["architecture"] = architecture
+        self.__dict__["_layer_factory"] = registry.resolve(entry.layer)
+        super().__init__(in_feats, num_classes, **options)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepNet:
+        return super().from_config(cfg, architecture=cfg.architecture, **options)
+
+    def _make_layer(self, in_feats, out_feats, heads, residual, norm, **options):
+        return self._layer_factory(in_feats, out_feats, heads, attention_norm=norm, residual=residual, **options)
 
 
 class DeepGAT(_DeepAttentionNet):
@@ -324,6 +444,11 @@ class DeepGAT(_DeepAttentionNet):
                 pyg_glorot_(layer.attn_r)
                 nn.init.zeros_(layer.bias)
 
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepGAT:
+        # validate() allows recipe="official" for the GAT models of OFFICIAL_MODELS only.
+        return super().from_config(cfg, recipe=cfg.recipe, **options)
+
     def _make_layer(self, in_feats, out_feats, heads, residual, **options):
         return GATConv(in_feats, out_feats, heads, residual=residual, **options)
 
@@ -360,7 +485,7 @@ class ClassicGAT(nn.Module):
         attn_drop: float | None = None,
     ):
         super().__init__()
-        default_feat, default_attn = _DEFAULT_DROPOUT["classic"]
+        default_feat, default_attn = registry.architecture("gat-classic").dropout
         options = dict(
             alpha=alpha,
             variant=variant,
@@ -381,52 +506,54 @@ class ClassicGAT(nn.Module):
             h = F.elu(layer(graph, h).flatten(1))
         return self.layers[-1](graph, h).mean(1)
 
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> ClassicGAT:
+        """The network of a resolved `cfg`."""
+        return cls(
+            cfg.in_feats, cfg.num_classes, depth=cfg.depth, heads=cfg.heads, hidden=cfg.hidden,
+            alpha=cfg.alpha, variant=cfg.variant, residual=cfg.residual, feat_drop=cfg.feat_drop,
+            attn_drop=cfg.attn_drop,
+        )
+
     def numbered_layers(self) -> list[NumberedLayer]:
         last = len(self.layers) - 1
         return [
-            NumberedLayer(i, "output" if i == last else "attention", layer, None)
+            NumberedLayer(i, "output" if i == last else "attention", layer, None, graph_layer=True)
             for i, layer in enumerate(self.layers)
         ]
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:
-    """The model `cfg` describes; raises ValueError on an invalid configuration."""
+    """The model `cfg` describes (its architecture's registered factory); raises
+    ValueError on an invalid configuration."""
     cfg = cfg.resolved()
-    common = dict(
-        depth=cfg.depth,
-        heads=cfg.heads,
-        hidden=cfg.hidden,
-        alpha=cfg.alpha,
-        variant=cfg.variant,
-        residual=cfg.residual,
-        feat_drop=cfg.feat_drop,
-        attn_drop=cfg.attn_drop,
-    )
-    architecture = _architecture(cfg.model)
-    if architecture == "classic":
-        return ClassicGAT(cfg.in_feats, cfg.num_classes, **common)
-    deep = dict(norm=DEEP_NORMS[cfg.model], pairnorm_mode=cfg.pairnorm_mode, pairnorm_scale=cfg.pairnorm_scale)
-    if architecture == "gt":
-        return DeepGT(cfg.in_feats, cfg.num_classes, **deep, **common)
-    # validate() allows recipe="official" for the GAT models of OFFICIAL_MODELS only.
-    return DeepGAT(cfg.in_feats, cfg.num_classes, recipe=cfg.recipe, **deep, **common)
+    entry = registry.architecture(cfg.architecture)
+    if entry.layer is not None:
+        return DeepNet.from_config(cfg)
+    return registry.resolve(entry.model)(cfg)
 
 
 def _numbered_layers(model: nn.Module) -> list[NumberedLayer]:
     if not hasattr(model, "numbered_layers"):
         raise ValueError(
-            f"{type(model).__name__} has no numbered layers; allowed: DeepGAT, DeepGT, ClassicGAT"
+            f"{type(model).__name__} has no numbered layers; allowed: DeepGAT, DeepGT, ClassicGAT, "
+            "DeepNet, or a registered model with numbered_layers()"
         )
     return model.numbered_layers()
 
 
-def _group_of(name: str) -> str:
+def _group_of(name: str, declared: dict[str, str] | None = None) -> str:
     """Gradient group of a parameter of an attention layer or Linear, by its name there.
 
-    The residual (GAT `res_fc`) or skip (GT `fc_skip`) projection is one group, bias
-    included; the other biases form `bias`, projection weights (GAT `fc`, GT
-    `fc_q`/`fc_k`/`fc_v`, a Linear's `weight`) form `fc`.
+    `declared` (a registered architecture's `parameter_groups`) first: a parameter's
+    name, or a prefix ending in `.`, mapped to its group. Then the rules: the residual
+    (GAT `res_fc`) or skip (GT `fc_skip`) projection is one group, bias included; the
+    other biases form `bias`, projection weights (GAT `fc`, GT `fc_q`/`fc_k`/`fc_v`, a
+    Linear's `weight`) form `fc`.
     """
+    for key, group in (declared or {}).items():
+        if name == key or (key.endswith(".") and name.startswith(key)):
+            return group
     if name.startswith(("res_fc.", "fc_skip.")):
         return "res"
     if name in ("attn_l", "attn_r"):
@@ -437,22 +564,26 @@ def _group_of(name: str) -> str:
         return "fc"
     raise ValueError(
         f"parameter {name!r} has no gradient group; known: res_fc.*, fc_skip.*, attn_l, "
-        "attn_r, *bias, weight, fc*.weight"
+        "attn_r, *bias, weight, fc*.weight; an architecture declares others with "
+        f"lipnorm.registry.register_architecture(parameter_groups={{{name!r}: GROUP}}), "
+        f"GROUP one of {', '.join(registry.PARAMETER_GROUPS)}"
     )
 
 
 def gradient_groups(model: nn.Module) -> list[tuple[int, str, str, list[nn.Parameter]]]:
     """`(layer_index, kind, group, params)` for every layer and every non-empty group.
 
-    Groups are `fc`, `attn`, `bias`, `res`, `norm` (PairNorm parameters) and `all`
-    (every parameter of the layer, its PairNorm included); the others partition `all`.
+    Groups are `fc`, `attn`, `bias`, `res`, `norm` (the normalisation's parameters) and
+    `all` (every parameter of the layer, its normalisation included); the others
+    partition `all`.
     """
     entries = []
     covered: set[int] = set()
+    declared = getattr(model, "parameter_groups", None)
     for layer in _numbered_layers(model):
         groups: dict[str, list[nn.Parameter]] = {group: [] for group in GROUPS}
         for name, param in layer.module.named_parameters():
-            groups[_group_of(name)].append(param)
+            groups[_group_of(name, declared)].append(param)
         if layer.norm is not None:
             groups["norm"].extend(layer.norm.parameters())
         groups["all"] = [param for group in GROUPS[:-1] for param in groups[group]]
@@ -467,12 +598,23 @@ def gradient_groups(model: nn.Module) -> list[tuple[int, str, str, list[nn.Param
 
 
 def attention_layers(model: nn.Module) -> list[tuple[int, nn.Module]]:
-    """`(layer_index, module)` of every attention layer (gat-classic's output layer too).
+    """`(layer_index, module)` of every graph (attention) layer (gat-classic's output
+    layer too), the layers `numbered_layers` marks `graph_layer`.
 
-    A forward hook on the module sees the layer's output `(N, H, D)`, before ELU/PairNorm.
+    A forward hook on the module sees the layer's output `(N, H, D)` (or `(N, W)`),
+    before ELU and normalisation. A model none of whose layers is marked is a
+    ValueError: its logging would record nothing.
     """
-    return [
-        (layer.index, layer.module)
-        for layer in _numbered_layers(model)
-        if isinstance(layer.module, (GATConv, GTConv))
-    ]
+    layers = [(layer.index, layer.module) for layer in _numbered_layers(model) if layer.graph_layer]
+    if not layers:
+        raise ValueError(
+            f"{type(model).__name__}.numbered_layers() marks no layer graph_layer=True: "
+            "output norms and layer statistics would record nothing"
+        )
+    return layers
+
+
+def returns_attention(model: nn.Module) -> bool:
+    """Whether the model's graph layers return `(output, attention)` with
+    `get_attention=True` (its architecture's `attention`; lipnorm's models do)."""
+    return getattr(model, "returns_attention", True)
