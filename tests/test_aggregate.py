@@ -191,8 +191,8 @@ def test_load_table_names_the_command_that_writes_it(tmp_path):
 
 def test_unknown_model_label_is_an_error():
     assert label("model", "gat-lip") == "GAT-Lip"
-    with pytest.raises(ValueError, match="unknown model 'gcn'; known: gat, gat-lip"):
-        label("model", "gcn")
+    with pytest.raises(ValueError, match="unknown model 'gin'; known: gat, gat-lip"):
+        label("model", "gin")
 
 
 def test_settings_that_follow_the_seed_do_not_split_a_cell(tmp_path):

@@ -307,7 +307,7 @@ def test_attention_layers(model):
 @pytest.mark.parametrize(
     "setting, value, message",
     [
-        ("model", "gcn", "unknown model 'gcn'; allowed: gat, gat-lip,"),
+        ("model", "gin", "unknown model 'gin'; allowed: gat, gat-lip,"),
         ("depth", 0, "depth must be an integer >= 1, got 0"),
         ("heads", 0, "heads must be an integer >= 1, got 0"),
         ("hidden", -2, "hidden must be an integer >= 1, got -2"),

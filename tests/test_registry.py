@@ -211,7 +211,7 @@ def test_model_names_parse_into_their_axes_and_back(name):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: registry.parse_model("gcn"), "unknown model 'gcn'; allowed: gat, gat-lip, gat-pairnorm"),
+        (lambda: registry.parse_model("gin"), "unknown model 'gin'; allowed: gat, gat-lip, gat-pairnorm"),
         (lambda: registry.architecture("gin"), "unknown architecture 'gin'; allowed: gat, gt, gat-classic"),
         (lambda: registry.norm("batch"), "unknown norm 'batch'; allowed: none, pairnorm"),
         (lambda: registry.dataset("mnist"), "unknown dataset 'mnist'; allowed: cora, citeseer"),
@@ -560,7 +560,7 @@ def test_the_example_plugin_trains_as_printed(tmp_path, data_mirror):
     assert (first["config"]["architecture"], first["config"]["norm"], first["config"]["dataset"]) == (
         "gatv2", "layernorm", "two-communities"
     )
-    assert (second["config"]["model"], second["config"]["dataset"]) == ("gcn", "cora")
+    assert (second["config"]["model"], second["config"]["dataset"]) == ("sage", "cora")
     assert first["status"] == second["status"] == "ok"
     stats = pd.read_parquet(tmp_path / "runs" / "one" / "layerstats.parquet")
     assert "attention_entropy" in set(stats["metric"])  # GATv2Conv returns its attention
@@ -578,7 +578,7 @@ def test_the_example_plugin_runs_through_the_workflow_to_a_table_and_a_figure(tm
         "experiments": {
             "depth": {
                 "grid": {
-                    "datasets": ["two-communities"], "models": ["gatv2", "gcn"],
+                    "datasets": ["two-communities"], "models": ["gatv2", "sage"],
                     "norms": ["none", "layernorm"], "depths": [1, 2], "alphas": [1],
                     "missing_rates": [0], "seeds": [0],
                 },
@@ -596,16 +596,16 @@ def test_the_example_plugin_runs_through_the_workflow_to_a_table_and_a_figure(tm
     assert done.returncode == 0, done.stdout + done.stderr
     results = tmp_path / "results" / "depth"
     table = (results / "tables" / "depth_accuracy_table.tex").read_text()
-    for text in ("GATv2", "GATv2+LayerNorm", "GCN", "GCN+LayerNorm", "Two communities"):
+    for text in ("GATv2", "GATv2+LayerNorm", "GraphSAGE", "GraphSAGE+LayerNorm", "Two communities"):
         assert text in table
     assert (results / "figures" / "depth_accuracy.pdf").stat().st_size > 0
     assert (results / "figures" / "depth_accuracy.png").stat().st_size > 0
     runs = pd.read_parquet(results / "aggregate" / "runs.parquet")
     assert sorted(zip(runs["architecture"], runs["norm"], runs["depth"])) == [
-        (a, n, d) for a in ("gatv2", "gcn") for n in ("layernorm", "none") for d in (1, 2)
+        (a, n, d) for a in ("gatv2", "sage") for n in ("layernorm", "none") for d in (1, 2)
     ]
     layerstats = pd.read_parquet(results / "aggregate" / "layerstats.parquet")
-    assert set(layerstats["architecture"]) == {"gatv2", "gcn"}
+    assert set(layerstats["architecture"]) == {"gatv2", "sage"}
 
 
 # --- the workflow's config: axes, residual, plugins (dry runs) -------------------------------
@@ -656,7 +656,7 @@ def test_the_workflow_rejects_unregistered_names_and_missing_plugins(tmp_path, c
 
 
 def test_a_plugin_in_the_workflow_config_makes_its_names_valid_and_reaches_every_job(tmp_path):
-    config = axes_config(models=["gatv2", "gcn"], norms=["none", "layernorm"])
+    config = axes_config(models=["gatv2", "sage"], norms=["none", "layernorm"])
     config["experiments"]["depth"]["grid"]["datasets"] = ["two-communities"]
     config["experiments"]["depth"]["train"] = {"epochs": 2}
     config["plugins"] = [str(EXAMPLE)]

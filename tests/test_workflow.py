@@ -198,8 +198,8 @@ BAD_CONFIGS = {
         "['depth']['grid']['datasets'][0]",
     ),
     "unknown model": (
-        lambda c: c["experiments"]["alpha"]["grid"].update(models=["gcn"]),
-        r"'gcn' is not one of \['gat'",
+        lambda c: c["experiments"]["alpha"]["grid"].update(models=["gin"]),
+        r"'gin' is not one of \['gat'",
         "['alpha']['grid']['models'][0]",
     ),
     "depth below 1": (

@@ -1,12 +1,12 @@
-"""A lipnorm plugin: DGL's GATv2Conv and GraphConv (GCN) as architectures, a layer
+"""A lipnorm plugin: DGL's GATv2Conv and SAGEConv (GraphSAGE) as architectures, a layer
 normalisation, and a small graph of one's own as a dataset.
 
 Use it by name, with no edit inside lipnorm:
 
     lipnorm train --plugin examples/plugins/gatv2.py --model gatv2-layernorm --dataset two-communities --depth 4 --epochs 50 --out runs/one
-    lipnorm train --plugin examples/plugins/gatv2.py --architecture gcn --dataset cora --missing-rate 100 --epochs 20 --out runs/two
+    lipnorm train --plugin examples/plugins/gatv2.py --architecture sage --dataset cora --missing-rate 100 --epochs 20 --out runs/two
 
-or in the workflow config: `plugins: [examples/plugins/gatv2.py]`, and `gatv2`, `gcn`,
+or in the workflow config: `plugins: [examples/plugins/gatv2.py]`, and `gatv2`, `sage`,
 `gatv2-layernorm`, ... in a grid's `models`, `layernorm` in its `norms`,
 `two-communities` in its `datasets`.
 
@@ -25,14 +25,14 @@ def gatv2_layer(in_feats, out_feats, heads, *, attention_norm, residual, attn_dr
     return GATv2Conv(in_feats, out_feats, heads, attn_drop=attn_drop, residual=residual)
 
 
-def gcn_layer(in_feats, out_feats, heads, *, attention_norm, residual, **options):
-    """One GCN layer (Kipf & Welling) as wide as the attention layers' heads x features:
-    (N, heads * out_feats) outputs, no attention."""
-    from dgl.nn import GraphConv
+def sage_layer(in_feats, out_feats, heads, *, attention_norm, residual, **options):
+    """One GraphSAGE layer (mean aggregator, Hamilton et al.) as wide as the attention
+    layers' heads x features: (N, heads * out_feats) outputs, no attention."""
+    from dgl.nn import SAGEConv
 
     if residual:
-        raise ValueError("the gcn architecture has no residual connections; got residual=True")
-    return GraphConv(in_feats, heads * out_feats, allow_zero_in_degree=True)
+        raise ValueError("the sage architecture has no residual connections; got residual=True")
+    return SAGEConv(in_feats, heads * out_feats, "mean")
 
 
 def layer_norm(width, config):
@@ -78,7 +78,8 @@ register_architecture(
     parameter_groups={"attn": "attn"},
 )
 register_architecture(
-    "gcn", label="GCN", colour="#000000", layer=gcn_layer, attention=False, dropout=(0.5, 0.0),
+    "sage", label="GraphSAGE", colour="#000000", layer=sage_layer, attention=False, dropout=(0.5, 0.0),
+    # SAGEConv's weights are fc_self and fc_neigh (lipnorm's rules: fc*.weight is "fc").
 )
 register_norm("layernorm", label="LayerNorm", colour="#fbafe4", lip_colour="#ece133", factory=layer_norm)
 register_dataset("two-communities", label="Two communities", colour="#56b4e9", load=two_communities)

@@ -135,6 +135,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--norm", str, "normalisation after each layer, instead of the model's: " + _names("norm")),
         ("--norm-extra", str, "the older spelling of --norm (gat + pairnorm -> gat-pairnorm)"),
         ("--depth", int, "attention layers (default 2)"),
+        ("--initial-residual", float, "GCNII's initial residual: each layer's output mixed with the input Linear's, weight in [0, 1) (default 0: off)"),
+        ("--dropedge", float, "DropEdge: rate of edges (self-loops kept) dropped afresh every training epoch (default 0: off)"),
         ("--alpha", float, "LipschitzNorm scale (default 1)"),
         ("--heads", int, "attention heads (default 8)"),
         ("--hidden", int, "features per head (default: lipnorm 8, official 64)"),

@@ -51,6 +51,7 @@ FIGURES: dict[str, list[str]] = {
     "lipschitz": ["lipschitz_probe"],
     "classic": [],
     "diagnose": ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"],
+    "remedies": [],  # filled with its figures by the remedies output work
 }
 
 

@@ -493,8 +493,7 @@ def load_plugins(specs: Iterable[str] | None) -> list[Any]:
 
 # --- lipnorm's own entries --------------------------------------------------------------
 # A new one is one call here, its factory a "module:attribute" string so that nothing is
-# imported before a model is built, e.g. register_norm("batchnorm", label="BatchNorm",
-# colour=..., lip_colour=..., factory="lipnorm.nn.<module>:<factory>").
+# imported before a model is built.
 
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
 register_architecture(
@@ -514,6 +513,20 @@ register_architecture(
 register_norm(
     "pairnorm", label="PairNorm", colour="#029e73", lip_colour="#d55e00",
     factory="lipnorm.nn.models:pairnorm_layer", attribute="pairnorms",
+)
+# The literature's remedies for deep GNNs (lipnorm.nn.norms, lipnorm.nn.gcn).
+register_norm(
+    "batchnorm", label="BatchNorm", colour="#56b4e9", lip_colour="#0072b2",
+    factory="lipnorm.nn.norms:batchnorm_layer",
+)
+register_norm(
+    "dgn", label="DGN", colour="#fbafe4", lip_colour="#cc79a7",
+    factory="lipnorm.nn.norms:dgn_layer",
+)
+# GCN (Kipf & Welling, dgl.nn.GraphConv): the non-attention reference architecture;
+# feature dropout 0.5 as Kipf's, no attention to drop out.
+register_architecture(
+    "gcn", label="GCN", colour="#000000", layer="lipnorm.nn.gcn:gcn_layer", attention=False, dropout=(0.5, 0.0),
 )
 _DATASET_STYLE = {
     "cora": ("Cora", "#0173b2"),

@@ -36,6 +36,7 @@ TABLES: dict[str, list[str]] = {
     "lipschitz": [],
     "classic": ["classic_table"],
     "diagnose": ["diagnose_table"],
+    "remedies": [],  # filled with its table by the remedies output work
 }
 
 # Veličković et al. (2018), Graph Attention Networks, Table 2: mean ± std test

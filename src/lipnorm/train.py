@@ -60,6 +60,7 @@ from lipnorm import device as devices
 from lipnorm.device import check_device, resolve_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
+from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models import (
     RECIPES,
     ModelConfig,
@@ -74,7 +75,7 @@ PROTOCOLS = ("best-val", "official")
 # The settings a run passes on to `ModelConfig` unchanged.
 MODEL_SETTINGS = (
     "model", "architecture", "attention_norm", "norm", "residual", "depth", "heads", "hidden",
-    "alpha", "variant", "feat_drop", "attn_drop", "recipe",
+    "alpha", "variant", "feat_drop", "attn_drop", "recipe", "initial_residual",
 )
 
 
@@ -149,6 +150,10 @@ class TrainConfig:
     attention_norm: str | None = None
     norm: str | None = None
     residual: bool = False
+    # GCNII's initial residual weight (0: off) and DropEdge's rate (0: off): remedies for
+    # deep networks (lipnorm.nn.residual, lipnorm.nn.dropedge).
+    initial_residual: float = 0.0
+    dropedge: float = 0.0
     recipe: str = "lipnorm"
     depth: int = 2
     alpha: float = 1.0
@@ -225,6 +230,8 @@ class TrainConfig:
         self.model_config(in_feats=1, num_classes=1).validate()
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs!r}")
+        if not 0 <= self.dropedge < 1:
+            raise ValueError(f"dropedge must be a rate in [0, 1) (0: off), got {self.dropedge!r}")
         if not 0 <= self.missing_rate <= 100:
             raise ValueError(f"missing_rate must be in [0, 100] (percent), got {self.missing_rate!r}")
         if not 0 <= self.seed < 2**32:
@@ -630,7 +637,12 @@ class LayerStats:
 class Trainer:
     """Full-batch training steps and evaluation of one model on one dataset."""
 
-    def __init__(self, setup: Setup, lr: float, weight_decay: float, protocol: str):
+    def __init__(
+        self, setup: Setup, lr: float, weight_decay: float, protocol: str, *, dropedge: float = 0.0, seed: int = 0
+    ):
+        """`dropedge` > 0: each training step sees a fresh DropEdge subset of the graph's
+        edges, drawn from a stream of its own seeded with `seed` (evaluation: the whole graph;
+        the subset is drawn on the host, so on a GPU such a step waits for it once)."""
         dataset = setup.dataset
         self.model = setup.model
         self.graph = setup.graph
@@ -647,6 +659,7 @@ class Trainer:
         self.gradient_norms = GradientNorms(self.model)
         self.output_norms = OutputNorms(self.model)
         self.layer_stats = LayerStats(self.model, self.graph)
+        self.dropedge = DropEdge(dropedge, seed) if dropedge else None
 
     @property
     def lr(self) -> float:
@@ -668,8 +681,9 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.output_norms.norms.clear()
         self.output_norms.active = instrument
+        graph = self.graph if self.dropedge is None else self.dropedge.graph_for_epoch(self.graph)
         try:
-            logits = self.model(self.graph, self.features)
+            logits = self.model(graph, self.features)
         finally:
             self.output_norms.active = False
         loss = self.loss_fn(self._rows(logits, 0), self._rows(self.labels, 0))
@@ -769,7 +783,9 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
     config = dataclasses.replace(
         config, feat_drop=setup.model_config.feat_drop, attn_drop=setup.model_config.attn_drop
     )
-    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(
+        setup, config.lr, config.weight_decay, config.protocol, dropedge=config.dropedge, seed=config.seed
+    )
     with atomic_dir(out) as tmp:
         handlers = _attach_log(tmp / "train.log")
         try:

@@ -2,8 +2,9 @@
 
 Deep models (`DeepGAT`, `DeepGT`), as in the LipschitzNorm authors' code:
 
-    x -> Linear(in, H*D) -> L x [dropout(feat_drop) -> attention layer (heads
-    concatenated) -> ELU (not after the last layer) -> PairNorm (if any)]
+    x -> Linear(in, H*D) = h0 -> L x [dropout(feat_drop) -> attention layer (heads
+    concatenated) -> initial residual (if any: (1 - a) h + a h0, GCNII's) -> ELU (not
+    after the last layer) -> normalisation (if any: PairNorm, BatchNorm, DGN, ...)]
     -> Linear(H*D, classes)
 
 The classic GAT (`ClassicGAT`, model name "gat-classic") is Velickovic et al.'s network
@@ -44,6 +45,7 @@ from lipnorm import registry
 from lipnorm.nn.gat import GATConv
 from lipnorm.nn.gt import VARIANTS, GTConv
 from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.residual import initial_residual
 
 # "lipnorm": this project's networks; "official": the authors' public DeepGAT (`DeepGAT`).
 RECIPES = ("lipnorm", "official")
@@ -117,6 +119,8 @@ class ModelConfig:
     pairnorm_mode: str | None = "PN"
     pairnorm_scale: float = 1.0
     recipe: str = "lipnorm"
+    # GCNII's initial residual: each layer's output mixed with the input Linear's, weight a.
+    initial_residual: float = 0.0
     architecture: str | None = None
     attention_norm: str | None = None
     norm: str | None = None
@@ -178,6 +182,12 @@ class ModelConfig:
                 raise ValueError(f"{name} must be in [0, 1) or None (default), got {value!r}")
         if self.residual and architecture == "gt":
             raise ValueError(f"model {self.model!r}: {_NO_GT_RESIDUAL}")
+        _check_initial_residual(self.initial_residual)
+        if self.initial_residual and (self.recipe == "official" or architecture == "gat-classic"):
+            raise ValueError(
+                f"initial_residual={self.initial_residual!r} needs the deep models' input Linear "
+                f"as wide as the layers; model {self.model!r} with recipe {self.recipe!r} has none"
+            )
         _check_recipe(self.recipe, registry.compose_model(*self.parts()), self.residual)
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
 
@@ -193,6 +203,11 @@ def combine_parts(
     parts = tuple(part if value is None else value for value, part in zip(given, parsed))
     registry.compose_model(*parts)  # raises on an unknown part or combination
     return parts
+
+
+def _check_initial_residual(alpha: float) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and 0 <= alpha < 1):
+        raise ValueError(f"initial_residual must be a number in [0, 1) (0: off), got {alpha!r}")
 
 
 def _check_recipe(recipe: str, model: str, residual: bool) -> None:
@@ -259,9 +274,11 @@ class _DeepAttentionNet(nn.Module):
         attn_drop: float | None = None,
         pairnorm_mode: str | None = "PN",
         pairnorm_scale: float = 1.0,
+        initial_residual: float = 0.0,
         input_width: int | None = None,
     ):
         super().__init__()
+        _check_initial_residual(initial_residual)
         allowed = norm_options()
         if norm not in allowed:
             raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(allowed)}")
@@ -276,6 +293,9 @@ class _DeepAttentionNet(nn.Module):
         input_width = width if input_width is None else input_width
         self.feat_drop = default_feat if feat_drop is None else feat_drop
         attn_drop = default_attn if attn_drop is None else attn_drop
+        if initial_residual and input_width != width:
+            raise ValueError(f"initial_residual needs the input Linear as wide as the layers ({input_width} != {width})")
+        self.initial_residual = float(initial_residual)
         self.parameter_groups = dict(entry.parameter_groups)
         self.returns_attention = entry.attention
         self.input_fc = nn.Linear(in_feats, input_width)
@@ -326,6 +346,7 @@ class _DeepAttentionNet(nn.Module):
             attn_drop=cfg.attn_drop,
             pairnorm_mode=cfg.pairnorm_mode,
             pairnorm_scale=cfg.pairnorm_scale,
+            initial_residual=cfg.initial_residual,
             **options,
         )
 
@@ -338,12 +359,14 @@ class _DeepAttentionNet(nn.Module):
         return None if self.norm_attribute is None else getattr(self, self.norm_attribute)
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
-        h = self.input_fc(feat)
+        h = h0 = self.input_fc(feat)
         norms = self._norms()
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             h = F.dropout(h, p=self.feat_drop, training=self.training)
             h = layer(graph, h).flatten(1)
+            if self.initial_residual:
+                h = initial_residual(h, h0, self.initial_residual)
             if i < last:
                 h = F.elu(h)
             if norms is not None:

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["BatchNorm", "DiffGroupNorm"]
+__all__ = ["BatchNorm", "DiffGroupNorm", "batchnorm_layer", "dgn_layer", "DGN_SKIP_WEIGHT"]
 
 
 def _check_positive_int(name: str, value: int) -> None:
@@ -141,3 +141,19 @@ class DiffGroupNorm(nn.Module):
         grouped = (assignment.unsqueeze(2) * rows.unsqueeze(1)).reshape(rows.shape[0], -1)
         normalised = self.bn(grouped).view(rows.shape[0], self.num_groups, self.width).sum(dim=1)
         return (rows + self.skip_weight * normalised).reshape(h.shape)
+
+
+# DGN's lambda for GAT with 100 % missing features on Cora and CiteSeer (their
+# options/base_options.py `reset_weight`): the setting of this project's deep experiments.
+DGN_SKIP_WEIGHT = 0.01
+
+
+def batchnorm_layer(width: int, config) -> BatchNorm:
+    """The registered factory of `batchnorm` (`lipnorm.registry`): `BatchNorm(width)`."""
+    return BatchNorm(width)
+
+
+def dgn_layer(width: int, config) -> DiffGroupNorm:
+    """The registered factory of `dgn`: `DiffGroupNorm(width)` with G = 10 and lambda =
+    `DGN_SKIP_WEIGHT`, the authors' values for GAT with missing features."""
+    return DiffGroupNorm(width, skip_weight=DGN_SKIP_WEIGHT)
