@@ -23,7 +23,7 @@ TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
     "config", "status", "diverged_epoch", "metric", "test_metric", "final", "best_val",
     "best_epoch", "epochs_run", "wall_time_s", "mean_epoch_s", "peak_memory_mb",
-    "num_params", "versions", "device", "threads",
+    "num_params", "versions", "device", "threads", "resumed_from_epochs",
 }
 
 
@@ -456,6 +456,7 @@ BAD_SETTINGS = [
     ({"variant": "mine"}, "unknown variant 'mine'"),
     ({"protocol": "official", "patience": 5}, "patience=5 applies to protocol 'best-val' only"),
     ({"lr": 0}, "lr must be a finite number > 0, got 0"),
+    ({"save_every": 0}, "save_every must be >= 1, got 0"),
     ({"depth": "3"}, "depth must be an integer, got '3'"),
     ({"csbm": "nodes=ten"}, "csbm nodes='ten' is not a valid int"),
     ({"mask": "nowhere.npy"}, "mask file 'nowhere.npy' does not exist"),

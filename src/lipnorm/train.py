@@ -796,18 +796,7 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
                 resumed_from_epochs = [*saved["resumed_from_epochs"], history.epochs_done]
                 earlier_s = saved["elapsed_s"]
                 log.info("resuming after epoch %d from the training state %s", history.epochs_done, state_file)
-
-            def save(history: History) -> None:
-                run_state.write_state(state_file, {
-                    "config": dataclasses.asdict(config),
-                    "versions": _versions(),
-                    "trainer": trainer.state_dict(),
-                    "history": dict(vars(history)),  # shallow: the rows are pickled as they are
-                    "resumed_from_epochs": resumed_from_epochs,
-                    "elapsed_s": earlier_s + time.perf_counter() - started,
-                    "log": log_path.read_text(),
-                })
-
+            save = StateSaver(state_file, config, trainer, log_path, resumed_from_epochs, earlier_s, started)
             run_state.remove_stale_temporaries(state_file)
             with run_state.StopSignals() as stop:
                 history = _train_loop(config, trainer, history, save, stop)
@@ -845,6 +834,31 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
         write_json(tmp / "summary.json", summary)  # last: its presence marks a finished run
     state_file.unlink(missing_ok=True)
     return summary
+
+
+@dataclass
+class StateSaver:
+    """`saver(history)` writes the training state of a run to `path` (`lipnorm.run_state`):
+    what `run` resumes from."""
+
+    path: Path
+    config: TrainConfig
+    trainer: Trainer
+    log_path: Path  # the run's train.log so far
+    resumed_from_epochs: list[int]
+    earlier_s: float  # wall time of the earlier attempts, up to their last save
+    started: float  # `time.perf_counter()` when this attempt started
+
+    def __call__(self, history: History) -> None:
+        run_state.write_state(self.path, {
+            "config": dataclasses.asdict(self.config),
+            "versions": _versions(),
+            "trainer": self.trainer.state_dict(),
+            "history": dict(vars(history)),  # shallow: the rows are pickled as they are
+            "resumed_from_epochs": self.resumed_from_epochs,
+            "elapsed_s": self.earlier_s + time.perf_counter() - self.started,
+            "log": self.log_path.read_text(),
+        })
 
 
 def _saved_state(path: Path, config: TrainConfig) -> tuple[dict[str, Any] | None, str | None]:
