@@ -424,3 +424,16 @@ def test_an_ignored_signal_stays_ignored():
 def test_the_state_lives_beside_the_run_directory(tmp_path):
     assert run_state.state_path(tmp_path / "runs" / "seed0") == tmp_path / "runs" / "seed0.state.pt"
     assert run_state.state_path("runs/seed0/") == Path("runs/seed0.state.pt")
+
+
+def test_on_a_gpu_the_devices_cuda_generator_is_saved_and_restored(monkeypatch):
+    """Through recording fakes of torch's CUDA generator calls (no GPU here)."""
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: calls.append(("get", device)) or torch.tensor([7], dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: calls.append(("set", state.tolist(), device)))
+    stream = run_state.TorchRandom(torch.device("cuda", 1))
+    state = stream.state_dict()
+    stream.load_state_dict(state)
+    assert calls == [("get", torch.device("cuda", 1)), ("set", [7], torch.device("cuda", 1))]
+    assert torch.equal(state["cpu"], torch.get_rng_state())
+    assert "cuda" not in run_state.TorchRandom(torch.device("cpu")).state_dict()
