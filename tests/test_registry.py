@@ -119,20 +119,35 @@ def user_entries():
 # --- every derived list is the registry's -----------------------------------------------
 
 
-def test_lipnorms_own_lists_are_what_they_were():
-    assert registry.model_names() == LEGACY_MODELS
-    assert models.MODEL_NAMES == LEGACY_MODELS
+# The remedies for deep GNNs registered beside them (lipnorm.nn.norms, lipnorm.nn.gcn).
+BASELINE_MODELS = (
+    "gat-batchnorm", "gat-lip-batchnorm", "gat-dgn", "gat-lip-dgn", "gcn", "gcn-pairnorm", "gcn-batchnorm", "gcn-dgn",
+)
+
+
+def test_lipnorms_own_lists_keep_what_they_were_and_add_the_baselines():
+    names = registry.model_names()
+    assert [name for name in names if name in LEGACY_MODELS] == list(LEGACY_MODELS)
+    assert sorted(set(names) - set(LEGACY_MODELS)) == sorted(BASELINE_MODELS)
+    assert models.MODEL_NAMES == names
     assert {name: models.DEEP_NORMS[name] for name in LEGACY_DEEP_NORMS} == LEGACY_DEEP_NORMS
-    assert models.NORMS == ("none", "lip", "pairnorm", "lip+pairnorm")
-    assert models._DEFAULT_DROPOUT == {"gat": (0.6, 0.3), "gt": (0.5, 0.3), "gat-classic": (0.6, 0.6)}
-    assert train.NORM_EXTRAS == ("pairnorm",)
+    assert models.NORMS == ("none", "lip", "pairnorm", "lip+pairnorm", "batchnorm", "lip+batchnorm", "dgn", "lip+dgn")
+    assert models._DEFAULT_DROPOUT == {
+        "gat": (0.6, 0.3), "gt": (0.5, 0.3), "gat-classic": (0.6, 0.6), "gcn": (0.5, 0.0),
+    }
+    assert train.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn")
     assert registry.ATTENTION_NORMS == functional.NORMS
     assert registry.dataset_names() == data.DATASETS
-    assert plots.PALETTE == LEGACY_PALETTE == registry.palette("model")
+    assert plots.PALETTE == registry.palette("model")
+    assert {name: plots.PALETTE[name] for name in LEGACY_MODELS} == LEGACY_PALETTE
     assert registry.palette("attention_norm") == {"none": LEGACY_PALETTE["gat"], "lip": LEGACY_PALETTE["gat-lip"]}
-    assert registry.palette("norm") == {"none": "#949494", "pairnorm": LEGACY_PALETTE["gat-pairnorm"]}
+    assert registry.palette("norm") == {
+        "none": "#949494", "pairnorm": LEGACY_PALETTE["gat-pairnorm"], "batchnorm": "#56b4e9", "dgn": "#fbafe4",
+    }
     assert list(registry.palette("dataset")) == list(data.DATASETS)
-    assert registry.palette("architecture") == {"gat": "#0173b2", "gt": "#cc78bc", "gat-classic": "#949494"}
+    assert registry.palette("architecture") == {
+        "gat": "#0173b2", "gt": "#cc78bc", "gat-classic": "#949494", "gcn": "#000000",
+    }
     assert {m: aggregate.label("model", m) for m in LEGACY_MODELS} == LEGACY_LABELS
     assert {d: aggregate.label("dataset", d) for d in data.DATASETS} == LEGACY_DATASET_LABELS
 
@@ -167,7 +182,7 @@ def test_a_registered_entry_appears_in_every_derived_list(user_entries):
     assert models.DEEP_NORMS["gat-lip-test-centre"] == "lip+test-centre"
     assert models.NORMS[-2:] == ("test-centre", "lip+test-centre")
     assert models._DEFAULT_DROPOUT["test-mean"] == (0.1, 0.0)
-    assert train.NORM_EXTRAS == ("pairnorm", "test-centre")
+    assert train.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn", "test-centre")
     assert plots.PALETTE["test-mean"] == "#123456"
     assert plots.PALETTE["test-mean-test-centre"] == "#654321"
     assert plots.PALETTE["gat-lip-test-centre"] == "#abcdef"
@@ -644,7 +659,7 @@ def test_the_workflow_grid_crosses_the_model_axes_and_passes_residual(tmp_path):
 @pytest.mark.parametrize(
     "config, message",
     [
-        (axes_config(norms=["batch"]), r"'batch' is not one of \['none', 'pairnorm'\]"),
+        (axes_config(norms=["batch"]), r"'batch' is not one of \['none', 'pairnorm', 'batchnorm', 'dgn'\]"),
         ({**axes_config(models=["gatv2"]), "plugins": []}, r"'gatv2' is not one of \['gat'"),
         ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file 'no/such/plugin.py' does not exist"),
     ],
@@ -662,7 +677,12 @@ def test_a_plugin_in_the_workflow_config_makes_its_names_valid_and_reaches_every
     config["plugins"] = [str(EXAMPLE)]
     done = dry_run(tmp_path, config)
     assert done.returncode == 0, done.stdout + done.stderr
-    jobs = [line.split("Shell command: ", 1)[1] for line in done.stdout.splitlines() if "Shell command: lipnorm " in line]
+    # The train rule execs lipnorm train (so that a signal reaches it: lipnorm.run_state).
+    jobs = [
+        line.split("Shell command: ", 1)[1].removeprefix("exec ")
+        for line in done.stdout.splitlines()
+        if re.search(r"Shell command: (exec )?lipnorm ", line)
+    ]
     kinds = {line.split()[1] for line in jobs}
     assert kinds == {"data", "train", "aggregate", "tables", "plots"}
     assert all(f"--plugin {EXAMPLE}" in line for line in jobs)

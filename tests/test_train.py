@@ -23,7 +23,7 @@ TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
     "config", "status", "diverged_epoch", "metric", "test_metric", "final", "best_val",
     "best_epoch", "epochs_run", "wall_time_s", "mean_epoch_s", "peak_memory_mb",
-    "num_params", "versions", "device", "threads",
+    "num_params", "versions", "device", "threads", "resumed_from_epochs",
 }
 
 
@@ -86,11 +86,19 @@ def test_run_writes_every_file_with_documented_columns(tmp_path, model):
 
     stats = pd.read_parquet(out / "layerstats.parquet")
     assert list(stats.columns) == train.LAYERSTATS_COLUMNS
-    assert set(stats["metric"]) == set(LAYER_METRICS)
-    # Every attention layer, every metric, every epoch once (grad_log_every=1).
-    assert len(stats) == 3 * len(layers) * len(LAYER_METRICS)
+    # Layers without attention (GCN) have no attention entropy.
+    expected = [m for m in LAYER_METRICS if registry_attention(model) or m != "attention_entropy"]
+    assert set(stats["metric"]) == set(expected)
+    # Every graph layer, every metric, every epoch once (grad_log_every=1).
+    assert len(stats) == 3 * len(layers) * len(expected)
     assert not stats.duplicated(["epoch", "layer", "metric"]).any()
     assert sorted(stats["layer"].unique()) == layers and sorted(stats["epoch"].unique()) == [1, 2, 3]
+
+
+def registry_attention(model: str) -> bool:
+    from lipnorm import registry
+
+    return registry.architecture(registry.parse_model(model)[0]).attention
 
 
 def independent_first_step(config: TrainConfig) -> tuple[float, dict, dict]:
@@ -444,7 +452,7 @@ BAD_SETTINGS = [
     ({"dataset": "corra"}, "unknown dataset 'corra'"),
     ({"model": "gatt"}, "unknown model 'gatt'"),
     ({"model": "gt", "norm_extra": "pairnorm"}, "cannot be added to model 'gt'"),
-    ({"norm_extra": "batchnorm"}, "unknown norm_extra 'batchnorm'"),
+    ({"norm_extra": "layernorm"}, "unknown norm_extra 'layernorm'"),
     ({"depth": 0}, "depth must be an integer >= 1, got 0"),
     ({"alpha": -0.5}, "alpha must be >= 0, got -0.5"),
     ({"heads": 0}, "heads must be an integer >= 1, got 0"),
@@ -456,6 +464,7 @@ BAD_SETTINGS = [
     ({"variant": "mine"}, "unknown variant 'mine'"),
     ({"protocol": "official", "patience": 5}, "patience=5 applies to protocol 'best-val' only"),
     ({"lr": 0}, "lr must be a finite number > 0, got 0"),
+    ({"save_every": 0}, "save_every must be >= 1, got 0"),
     ({"depth": "3"}, "depth must be an integer, got '3'"),
     ({"csbm": "nodes=ten"}, "csbm nodes='ten' is not a valid int"),
     ({"mask": "nowhere.npy"}, "mask file 'nowhere.npy' does not exist"),

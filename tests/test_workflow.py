@@ -592,3 +592,60 @@ def test_killed_run_resumes_to_the_same_outputs(smoke_run, tmp_path):
         pd.testing.assert_frame_equal(frame, uninterrupted[run], obj=run)
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS["smoke"])
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def processes_with(text: str) -> list[int]:
+    """IDs of the processes whose command line contains `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # ended meanwhile
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_a_retried_train_job_resumes_from_the_state_its_first_attempt_saved(tmp_path):
+    from lipnorm import run_state
+
+    run_grid = {"datasets": ["csbm"], "models": ["gat-lip"], "depths": [2], "alphas": [1],
+                "missing_rates": [0], "seeds": [0]}
+    config = {
+        "results": "results", "resources": "resources", "data": {"mirror": None},
+        "datasets": {"csbm": {"nodes": 60, "classes": 3, "feature_dim": 8, "avg_degree": 4}},
+        "experiments": {"depth": {"grid": run_grid, "train": {"epochs": 150, "heads": 2, "hidden": 4, "save_every": 25}}},
+    }
+    (subdir,) = grid.run_subdirs(run_grid)
+    relative = f"results/depth/runs/{subdir}"  # as the job's command spells it
+    run_dir = tmp_path / relative
+    state = run_state.state_path(run_dir)
+    cmd = snakemake_cmd(tmp_path, "--configfile", write_config(tmp_path / "one.yaml", config),
+                        "--retries", "1", "--cores", "1", f"{relative}/summary.json")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not state.exists():
+            assert proc.poll() is None, f"snakemake ended before the first save:\n{proc.stdout.read()}"
+            assert time.monotonic() < deadline, "no training state within 120 s"
+            time.sleep(0.005)
+        # `exec` in the rule: the job's process is `lipnorm train` itself.
+        (trainer,) = processes_with(f"--out\0{relative}\0")
+        os.kill(trainer, signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output
+    assert "exit status 143" in output, output
+    summary = json_load(run_dir / "summary.json")
+    assert len(summary["resumed_from_epochs"]) == 1 and 25 <= summary["resumed_from_epochs"][0] < 150
+    assert summary["epochs_run"] == 150 and not state.exists()
+    job_log = (tmp_path / "results" / "depth" / "logs" / "runs" / f"{subdir}.log").read_text()
+    assert f"resuming after epoch {summary['resumed_from_epochs'][0]} from the training state" in job_log
+
+
+def json_load(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text())

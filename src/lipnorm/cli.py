@@ -153,6 +153,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--threads", int, "torch/DGL CPU threads (default 1)"),
         ("--device", str, DEVICE_HELP),
         ("--grad-log-every", int, "log gradient norms and layer statistics every K epochs, from epoch 1 (default 10)"),
+        ("--save-every", int, "save the training state every N epochs, beside RUN_DIR as RUN_DIR.state.pt, "
+         "which a rerun of the same command resumes from; SIGTERM/SIGINT save it too (default 50)"),
         ("--mask", str, "missing-features mask (.npy) from `lipnorm data mask`"),
         ("--data-root", str, "dataset folder (default resources/datasets)"),
         ("--mirror", str, "dataset mirror folder"),
@@ -184,14 +186,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from lipnorm import train
+    from lipnorm import run_state, train
 
     overrides = {
         key: value
         for key, value in vars(args).items()
         if key not in ("command", "handler", "config", "out", "plugins")
     }
-    train.run(train.load_config(args.config, overrides), args.out)
+    try:
+        train.run(train.load_config(args.config, overrides), args.out)
+    except run_state.RunInterrupted as stopped:  # the log has said so
+        return stopped.exit_code
     return 0
 
 

@@ -5,6 +5,13 @@ the missing-features mask, trains with Adam and evaluates every epoch, and write
 run directory of docs/architecture.md (`summary.json`, `metrics.parquet`,
 `gradnorms.parquet`, `outnorms.parquet`, `layerstats.parquet`, `train.log`) atomically.
 
+Training state (`lipnorm.run_state`): every `save_every` epochs, and when SIGTERM or SIGINT
+arrives (at the end of the epoch under way), the model, optimizer, scheduler, random
+streams, the rows so far and the log are saved beside `out` (`run_state.state_path`). The
+same call finds that state, refuses it if another configuration or version saved it, and
+continues: the run directory is the one an uninterrupted run writes (timings excepted).
+After a signal the run raises `run_state.RunInterrupted` (the CLI's exit code 128 + N).
+
 Per-layer representation diagnostics (`lipnorm.diagnostics`: Dirichlet energy, MAD,
 Rayleigh quotient, attention entropy, output norm) are measured on the eval-mode
 forward of the epochs whose gradient norms are logged, and once more after the last
@@ -45,7 +52,7 @@ import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import dgl
 import numpy as np
@@ -57,6 +64,7 @@ from tqdm import tqdm
 import lipnorm
 from lipnorm import data, registry
 from lipnorm import device as devices
+from lipnorm import run_state
 from lipnorm.device import check_device, resolve_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
@@ -127,6 +135,12 @@ METRICS_COLUMNS = [
 GRADNORMS_COLUMNS = ["epoch", "layer", "kind", "group", "grad_norm"]
 OUTNORMS_COLUMNS = ["epoch", "layer", "output_norm"]
 LAYERSTATS_COLUMNS = ["epoch", "layer", "metric", "value"]
+# Default epochs between saves of the training state: its cost is under 1 % of the
+# run's time (benchmarks/run_state_cost.py, README "Performance").
+SAVE_EVERY = 50
+# Settings that may differ between a saved training state and the run resuming it: they
+# change when the state is saved, not what is computed.
+RESUME_INDIFFERENT = ("save_every",)
 
 log = logging.getLogger("lipnorm.train")
 
@@ -172,6 +186,8 @@ class TrainConfig:
     threads: int = 1
     flush_denormal: bool = False
     grad_log_every: int = 10
+    # Epochs between saves of the training state (`lipnorm.run_state`); a signal saves too.
+    save_every: int = SAVE_EVERY
     layer_stats: bool = True
     mask: str | None = None
     data_root: str = "resources/datasets"
@@ -250,7 +266,7 @@ class TrainConfig:
                 )
             if self.patience < 1:
                 raise ValueError(f"patience must be >= 1, got {self.patience!r}")
-        for name in ("threads", "grad_log_every"):
+        for name in ("threads", "grad_log_every", "save_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         check_device(self.device)
@@ -659,7 +675,11 @@ class Trainer:
         self.gradient_norms = GradientNorms(self.model)
         self.output_norms = OutputNorms(self.model)
         self.layer_stats = LayerStats(self.model, self.graph)
+        # What a step draws from; a component with its own generator registers it here.
+        self.random_streams = run_state.RandomStreams(self.device)
         self.dropedge = DropEdge(dropedge, seed) if dropedge else None
+        if self.dropedge is not None:
+            self.random_streams.register("dropedge", self.dropedge)
 
     @property
     def lr(self) -> float:
@@ -667,6 +687,23 @@ class Trainer:
 
     def _rows(self, tensor: torch.Tensor, split: int) -> torch.Tensor:
         return tensor.index_select(0, self.splits[split])
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the next training step depends on: the model, the optimizer, the scheduler
+        and every random stream (`load_state_dict` restores it)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
+            "random": self.random_streams.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.random_streams.load_state_dict(state["random"])
 
     def train_step(self, instrument: bool = True) -> StepResult:
         """Forward, backward and an optimizer step; the measurements stay on the device.
@@ -722,7 +759,7 @@ class Trainer:
 def _versions() -> dict[str, str]:
     return {
         "lipnorm": lipnorm.__version__,
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a TorchVersion, which a state file would pickle as a class
         "dgl": dgl.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
@@ -774,6 +811,12 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
     Settings are validated before anything is loaded or created. A non-finite training
     loss, gradient norm or validation loss ends the run early with status "diverged"
     (not an error). Any exception leaves no `out` behind.
+
+    The training state is saved to `run_state.state_path(out)` every `save_every` epochs
+    and, after the epoch under way, on SIGTERM or SIGINT, which then raise
+    `run_state.RunInterrupted`. A call that finds a state resumes from it and deletes it
+    once `out` is written; a state saved by other settings or versions is a ValueError
+    naming them, an unreadable one is logged and the run starts over.
     """
     started = time.perf_counter()
     config = config.resolved()
@@ -786,9 +829,17 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
     trainer = Trainer(
         setup, config.lr, config.weight_decay, config.protocol, dropedge=config.dropedge, seed=config.seed
     )
+    state_file = run_state.state_path(out)
+    saved, unreadable = _saved_state(state_file, config)
+    history, resumed_from_epochs, earlier_s = History(), [], 0.0
     with atomic_dir(out) as tmp:
-        handlers = _attach_log(tmp / "train.log")
+        log_path = tmp / "train.log"
+        if saved is not None:
+            log_path.write_text(saved["log"])  # the earlier attempts' log, continued
+        handlers = _attach_log(log_path)
         try:
+            if unreadable is not None:
+                log.warning("%s: not resuming from it, starting the run over", unreadable)
             log.info(
                 "%s on %s (%d nodes, %d classes, metric %s), %d feature rows erased, "
                 "%d parameters, %d thread(s), recipe %s, features %s",
@@ -798,8 +849,32 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
                 "as stored (not row-normalised)" if config.raw_features else "as loaded",
             )
             log.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
-            history = _train_loop(config, trainer)
-            summary = _summary(config, setup, history, started)
+            if saved is not None:
+                trainer.load_state_dict(saved["trainer"])
+                history = History(**saved["history"])
+                resumed_from_epochs = [*saved["resumed_from_epochs"], history.epochs_done]
+                earlier_s = saved["elapsed_s"]
+                log.info("resuming after epoch %d from the training state %s", history.epochs_done, state_file)
+            save = StateSaver(state_file, config, trainer, log_path, resumed_from_epochs, earlier_s, started)
+            run_state.remove_stale_temporaries(state_file)
+            with run_state.StopSignals() as stop:
+                history = _train_loop(config, trainer, history, save, stop)
+            if stop.requested:
+                log.warning(
+                    "%s received: saving the training state after epoch %d to %s",
+                    stop.name, history.epochs_done, state_file,
+                )
+                save(history)
+                interrupted = run_state.RunInterrupted(stop.signal_number, history.epochs_done, state_file)
+                log.warning(
+                    "stopped; exit code %d (a failure, so that Snakemake and SLURM retry the job): "
+                    "the same command resumes after epoch %d",
+                    interrupted.exit_code, history.epochs_done,
+                )
+                raise interrupted
+            summary = _summary(
+                config, setup, history, earlier_s + time.perf_counter() - started, resumed_from_epochs
+            )
             log.info(
                 "%s after %d epoch(s): test %s %s (protocol %s), best val epoch %s",
                 summary["status"], summary["epochs_run"], summary["metric"],
@@ -816,26 +891,84 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
         for name, frame in frames.items():
             write_parquet(tmp / name, frame)
         write_json(tmp / "summary.json", summary)  # last: its presence marks a finished run
+    state_file.unlink(missing_ok=True)
     return summary
 
 
 @dataclass
+class StateSaver:
+    """`saver(history)` writes the training state of a run to `path` (`lipnorm.run_state`):
+    what `run` resumes from."""
+
+    path: Path
+    config: TrainConfig
+    trainer: Trainer
+    log_path: Path  # the run's train.log so far
+    resumed_from_epochs: list[int]
+    earlier_s: float  # wall time of the earlier attempts, up to their last save
+    started: float  # `time.perf_counter()` when this attempt started
+
+    def __call__(self, history: History) -> None:
+        run_state.write_state(self.path, {
+            "config": dataclasses.asdict(self.config),
+            "versions": _versions(),
+            "trainer": self.trainer.state_dict(),
+            "history": dict(vars(history)),  # shallow: the rows are pickled as they are
+            "resumed_from_epochs": self.resumed_from_epochs,
+            "elapsed_s": self.earlier_s + time.perf_counter() - self.started,
+            "log": self.log_path.read_text(),
+        })
+
+
+def _saved_state(path: Path, config: TrainConfig) -> tuple[dict[str, Any] | None, str | None]:
+    """`(state, None)` for a state at `path` that this run may resume from, `(None, reason)`
+    for an unreadable one, `(None, None)` for none; ValueError for one saved by other
+    settings or versions (`run_state.check_resumable`)."""
+    if not path.exists():
+        return None, None
+    try:
+        state = run_state.read_state(path)
+    except run_state.UnreadableState as err:
+        return None, str(err)
+    run_state.check_resumable(
+        state, dataclasses.asdict(config), _versions(), path, ignored=RESUME_INDIFFERENT
+    )
+    return state, None
+
+
+@dataclass
 class History:
-    """Rows of the per-epoch parquet files, and the epoch a run diverged at (if it did)."""
+    """Rows of the per-epoch parquet files, and where training stands: what a resumed run
+    continues from."""
 
     metrics: list[dict[str, float]] = dataclasses.field(default_factory=list)
     gradnorms: list[tuple] = dataclasses.field(default_factory=list)
     outnorms: list[tuple] = dataclasses.field(default_factory=list)
     layerstats: list[tuple] = dataclasses.field(default_factory=list)
     diverged_epoch: int | None = None
+    stats_epoch: int | None = None  # the last epoch whose layer statistics were recorded
+    epochs_done: int = 0  # epochs trained, a diverged one included
+    finished: bool = False  # no epoch left: the last one, an early stop or a divergence
 
 
-def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
-    history = History()
-    stats_epoch = None  # the last epoch whose layer statistics were recorded
+def _train_loop(
+    config: TrainConfig,
+    trainer: Trainer,
+    history: History | None = None,
+    save: Callable[[History], None] | None = None,
+    stop: run_state.StopSignals | None = None,
+) -> History:
+    """Train the epochs after `history.epochs_done` (a fresh `History`: all of them).
+
+    `save(history)` is called every `config.save_every` epochs that training goes on
+    after. When `stop` is requested, the loop ends after the epoch under way, without the
+    last epoch's layer statistics, which the resumed run adds.
+    """
+    history = History() if history is None else history
     bar = tqdm(
-        range(1, config.epochs + 1), desc="train", unit="epoch", file=sys.stderr,
-        mininterval=1.0, dynamic_ncols=True,
+        range(history.epochs_done + 1, 0 if history.finished else config.epochs + 1),
+        desc="train", unit="epoch", file=sys.stderr, mininterval=1.0, dynamic_ncols=True,
+        initial=history.epochs_done, total=config.epochs,
     )
     for epoch in bar:
         epoch_start = time.perf_counter()
@@ -844,13 +977,14 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
         logged = (epoch - 1) % config.grad_log_every == 0
         with_stats = logged and config.layer_stats
         step = gather(trainer.train_step(), trainer.evaluate(with_stats))
+        history.epochs_done = epoch
         val_loss, train_metric, val_metric, test_metric = step.val_loss, step.train_metric, step.val_metric, step.test_metric
         if not step.finite:  # the evaluation saw the model after a non-finite step
             val_loss = train_metric = val_metric = test_metric = math.nan
             trainer.layer_stats.captured.clear()
         elif with_stats:
             history.layerstats += trainer.layer_stats.rows(epoch)
-            stats_epoch = epoch
+            history.stats_epoch = epoch
         diverged = not math.isfinite(val_loss)
         # The diverged epoch's gradient norms are kept whatever the interval: they show
         # what blew up.
@@ -863,6 +997,7 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
             ]
         if diverged:
             history.diverged_epoch = epoch
+            history.finished = True
             log.warning(
                 "diverged at epoch %d: train loss %r, largest gradient-group norm %r, "
                 "validation loss %r",
@@ -888,12 +1023,18 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
             "epoch %d loss %.6g train %.4f val_loss %.6g val %.4f test %.4f lr %.3g",
             epoch, step.loss, train_metric, val_loss, val_metric, test_metric, lr,
         )
+        history.finished = epoch == config.epochs
         if config.patience is not None:
             val_metrics = [row["val_metric"] for row in history.metrics]
             best_epoch = history.metrics[select_epoch("best-val", val_metrics)]["epoch"]
             if epoch - best_epoch >= config.patience:
                 log.info("early stop at epoch %d: no better val metric since epoch %d", epoch, best_epoch)
+                history.finished = True
                 break
+        if stop is not None and stop.requested:
+            break
+        if save is not None and not history.finished and epoch % config.save_every == 0:
+            save(history)
     bar.close()
     # The last epoch's representations, unless that epoch was logged: the forward of
     # `evaluate` is deterministic, so repeating it gives the ones that epoch saw. (After
@@ -901,9 +1042,10 @@ def _train_loop(config: TrainConfig, trainer: Trainer) -> History:
     last_epoch = history.metrics[-1]["epoch"] if history.metrics else None
     if (
         config.layer_stats
+        and not (stop is not None and stop.requested)
         and history.diverged_epoch is None
         and last_epoch is not None
-        and last_epoch != stats_epoch
+        and last_epoch != history.stats_epoch
     ):
         trainer.evaluate(layer_stats=True)
         history.layerstats += trainer.layer_stats.rows(last_epoch)
@@ -925,7 +1067,8 @@ def _summary(
     config: TrainConfig,
     setup: Setup,
     history: History,
-    started: float,
+    wall_time_s: float,
+    resumed_from_epochs: list[int],
 ) -> dict[str, Any]:
     rows, diverged_epoch = history.metrics, history.diverged_epoch
     val_metrics = [row["val_metric"] for row in rows]
@@ -941,7 +1084,8 @@ def _summary(
         "best_val": _epoch_record(best),
         "best_epoch": best["epoch"] if best else None,
         "epochs_run": len(rows),
-        "wall_time_s": time.perf_counter() - started,
+        "wall_time_s": wall_time_s,
+        "resumed_from_epochs": resumed_from_epochs,
         "mean_epoch_s": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         "peak_memory_mb": devices.peak_memory_mb(setup.device),
         "num_params": _num_params(setup.model),

@@ -21,5 +21,9 @@ rule train:
         root=dataset_root,
         csbm=csbm_args,
         settings=train_args,
+    # `exec`: SIGTERM from SLURM (time limit, preemption, `--signal`) reaches `lipnorm
+    # train` itself, not a shell that would die and leave it orphaned, so it saves its
+    # training state and exits 143; the retry finds that state beside the run directory
+    # (<run_dir>.state.pt, not a declared output, so Snakemake keeps it) and resumes.
     shell:
-        "lipnorm train --dataset {wildcards.dataset} --model {wildcards.model} --depth {wildcards.depth} --alpha {wildcards.alpha} --missing-rate {wildcards.rate} --seed {wildcards.seed} --mask {input.mask} --data-root {params.root} {params.csbm} {params.settings} --threads {threads} --out {params.run_dir} > {log} 2>&1"
+        "exec lipnorm train --dataset {wildcards.dataset} --model {wildcards.model} --depth {wildcards.depth} --alpha {wildcards.alpha} --missing-rate {wildcards.rate} --seed {wildcards.seed} --mask {input.mask} --data-root {params.root} {params.csbm} {params.settings} --threads {threads} --out {params.run_dir} > {log} 2>&1"
