@@ -437,3 +437,15 @@ def test_on_a_gpu_the_devices_cuda_generator_is_saved_and_restored(monkeypatch):
     assert calls == [("get", torch.device("cuda", 1)), ("set", [7], torch.device("cuda", 1))]
     assert torch.equal(state["cpu"], torch.get_rng_state())
     assert "cuda" not in run_state.TorchRandom(torch.device("cpu")).state_dict()
+
+
+@pytest.mark.parametrize("changes", [{"dropedge": 0.3}, {"model": "gat-lip-dgn", "initial_residual": 0.1}],
+                         ids=["dropedge", "dgn-initial-residual"])
+def test_the_remedies_resume_as_the_uninterrupted_run(tmp_path, monkeypatch, changes):
+    """DropEdge's own stream (a registered random stream) and DGN's running statistics
+    continue where they stopped: another mask or statistic would change the numbers."""
+    config = tiny(tmp_path, **changes)
+    train.run(config, tmp_path / "uninterrupted")
+    interrupted_state(tmp_path, monkeypatch, config, 3)
+    assert train.run(config, tmp_path / "run")["resumed_from_epochs"] == [3]
+    assert_same_run(tmp_path / "run", tmp_path / "uninterrupted")
