@@ -731,7 +731,7 @@ def remedies_accuracy(runs: pd.DataFrame) -> Figure:
     if not diverged.empty:
         handles.append((Line2D([], [], color="black", marker="x", linestyle="none"), "diverged"))
     fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside upper center",
-               ncols=len(handles), frameon=False)
+               ncols=min(len(handles), 2), frameon=False)
     return fig
 
 

@@ -85,6 +85,18 @@ def remedy_of(settings: pd.DataFrame) -> pd.Series:
     return pd.Series(names, index=settings.index, name="remedy")
 
 
+def with_remedy_settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with every setting a remedy is read from (`norm` and REMEDY_OPTIONS) as a
+    column, off (`none`, REMEDY_OPTIONS' value) where the column is absent or the run
+    predates the setting (NaN), as `remedy_of` reads them."""
+    filled = {}
+    for option, off in {"norm": "none", **REMEDY_OPTIONS}.items():
+        filled[option] = runs[option].where(runs[option].notna(), off) if option in runs else off
+    frame = runs.assign(**filled)
+    frame.attrs = runs.attrs
+    return frame
+
+
 def with_remedies(runs: pd.DataFrame) -> pd.DataFrame:
     """`runs` with each run's `remedy` (`remedy_of`), checked to hold one setting per cell
     (dataset x attention norm x remedy x depth) as `aggregate.seed_cells` checks: two
