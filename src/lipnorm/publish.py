@@ -25,7 +25,11 @@ again from the committed files, so published numbers cannot drift from the code.
   epoch whose max/min ratio is defined, i.e. `depth` rows per run). They are exactly
   the rows of `layerstats` and `gradnorms` the table reads, so `diagnose_table`
   itself renders again from them (`read_stored`); for ~70 runs of depth <= 30 they
-  take ~30 kB and ~95 kB.
+  take ~30 kB and ~95 kB;
+- remedies: `runs.csv` with the columns REMEDIES_RUN_COLUMNS instead (the model axes,
+  the settings a remedy is read from, `remedies.remedy_of`, filled with their off value
+  where a run predates them; heads, hidden, epochs; and the two accuracies the remedies
+  tables read, `best_val_val` and `best_val_test`), sorted by REMEDIES_RUN_KEYS;
 
 and `out_dir/summary.md`, the numbers of every experiment, rendered from those files
 only. Before anything is written, every copied table must equal the table rendered
