@@ -677,11 +677,11 @@ def remedy_order(names) -> list[str]:
 def remedy_colours(names) -> dict[str, str]:
     """One colour per remedy (`remedy_order`): registry.SPARE_COLOURS in the order of
     `remedies.REMEDIES`, so a remedy keeps its colour in every figure; others after."""
-    known = [n for n in names if n in remedies.REMEDIES]
-    others = remedy_order(set(names) - set(known))
+    names = remedy_order(names)
+    others = [n for n in names if n not in remedies.REMEDIES]
     slots = {n: i for i, n in enumerate([*remedies.REMEDIES, *others])}
     spare = registry.SPARE_COLOURS
-    return {n: spare[slots[n] % len(spare)] for n in remedy_order(names)}
+    return {n: spare[slots[n] % len(spare)] for n in names}
 
 
 def _attention_norm_legend(runs: pd.DataFrame, colours: dict | None) -> list[tuple[Line2D, str]]:
