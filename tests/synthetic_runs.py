@@ -83,9 +83,11 @@ def final_train_metric(test_metric: float) -> float:
     return round(min(1.0, 0.2 + test_metric), 4)
 
 
-def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", **settings) -> dict:
+def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", val_metric: float = 0.8,
+              **settings) -> dict:
     """Write one finished run directory; returns its record. A diverged run has layer
-    statistics of the epochs before the one it diverged at only (as `lipnorm train`)."""
+    statistics of the epochs before the one it diverged at only (as `lipnorm train`).
+    `val_metric` is the validation metric of its best-validation (and last) epoch."""
     config = {**BASE_CONFIG, **settings}
     rng = np.random.default_rng(zlib.crc32(str(run_dir).encode()))
     run_dir.mkdir(parents=True)
@@ -137,7 +139,7 @@ def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", **settin
     ).to_parquet(run_dir / "layerstats.parquet", index=False)
 
     final_train = final_train_metric(test_metric)
-    scores = {"epoch": epochs - 1, "train": final_train, "val": 0.8, "test": test_metric}
+    scores = {"epoch": epochs - 1, "train": final_train, "val": val_metric, "test": test_metric}
     summary = {
         "config": config,
         "status": status,
@@ -158,7 +160,7 @@ def write_run(run_dir: Path, *, test_metric: float, status: str = "ok", **settin
     }
     (run_dir / "summary.json").write_text(json.dumps(summary))
     return {**config, "status": status, "test_metric": test_metric, "final_train": final_train,
-            "run_dir": str(run_dir)}
+            "val_metric": val_metric, "run_dir": str(run_dir)}
 
 
 def write_grid(root: Path, grid: dict[str, list], *, diverged=(), single_seed=(), seeds=(0, 1, 2),
@@ -203,4 +205,42 @@ def write_diagnose(root: Path) -> list[dict]:
     records += write_grid(root / "alpha", {"alpha": DIAGNOSE_ALPHAS}, seeds=(0, 1),
                           model="gat-lip", depth=6, feat_drop=0.0, recipe="lipnorm")
     records.append(write_run(root / "official", test_metric=0.75, **OFFICIAL))
+    return records
+
+
+# The remedies experiment as `lipnorm train` writes it: the model axes as settings, one
+# arm per remedy (remedy name -> its settings; the others off).
+REMEDY_ARMS = {
+    "none": {},
+    "pairnorm": {"norm": "pairnorm"},
+    "dropedge": {"dropedge": 0.3},
+    "initial-residual": {"initial_residual": 0.1},
+}
+REMEDY_OFF = {"norm": "none", "residual": False, "initial_residual": 0.0, "dropedge": 0.0}
+REMEDY_GRID = {"dataset": ["cora", "citeseer"], "attention_norm": ["none", "lip"], "depth": [2, 4]}
+REMEDY_DIVERGED = ("citeseer", "lip", "dropedge", 4, 1)  # dataset, attention norm, remedy, depth, seed
+
+
+def write_remedies(root: Path, seeds=(0, 1)) -> list[dict]:
+    """A small remedies experiment: REMEDY_ARMS x REMEDY_GRID x `seeds`, 8 x 8, missing
+    rate 100, with distinct validation and test metrics per run (so that choosing the
+    depth by validation and by test differ somewhere); REMEDY_DIVERGED diverged. Each
+    record also has its `remedy`."""
+    rng = np.random.default_rng(22)
+    records = []
+    for remedy, arm in REMEDY_ARMS.items():
+        for dataset, attention_norm, depth in itertools.product(*REMEDY_GRID.values()):
+            for seed in seeds:
+                settings = {**REMEDY_OFF, **arm, "dataset": dataset, "architecture": "gat",
+                            "attention_norm": attention_norm, "depth": depth, "seed": seed,
+                            "missing_rate": 100, "heads": 8, "hidden": 8}
+                norm = settings["norm"]
+                settings["model"] = "-".join(
+                    ["gat", *(["lip"] if attention_norm == "lip" else []), *([norm] if norm != "none" else [])])
+                status = "diverged" if (dataset, attention_norm, remedy, depth, seed) == REMEDY_DIVERGED else "ok"
+                record = write_run(
+                    root / remedy / f"{dataset}_{attention_norm}_L{depth}_s{seed}",
+                    test_metric=round(float(rng.uniform(0.3, 0.9)), 4),
+                    val_metric=round(float(rng.uniform(0.3, 0.9)), 4), status=status, **settings)
+                records.append({**record, "remedy": remedy})
     return records

@@ -24,6 +24,7 @@ from synthetic_runs import (
     layer_stat,
     write_diagnose,
     write_grid,
+    write_remedies,
 )
 
 from lipnorm.aggregate import EXPERIMENTS, write_aggregate
@@ -69,6 +70,9 @@ def tree(tmp_path_factory) -> tuple[Path, dict[str, list[dict]]]:
     records["diagnose"] = write_diagnose(run_root / "diagnose")
     write_aggregate([r["run_dir"] for r in records["diagnose"]], root / "diagnose" / "aggregate")
     write_tables("diagnose", root / "diagnose" / "aggregate", root / "diagnose" / "tables")
+    records["remedies"] = write_remedies(run_root / "remedies")
+    write_aggregate([r["run_dir"] for r in records["remedies"]], root / "remedies" / "aggregate")
+    write_tables("remedies", root / "remedies" / "aggregate", root / "remedies" / "tables")
     write_parquet(root / "lipschitz" / "aggregate" / "probe.parquet", PROBE)
     for experiment in EXPERIMENTS:
         for stem in FIGURES[experiment]:
@@ -153,6 +157,8 @@ def test_publish_writes_the_documented_files(tree, published):
         "diagnose/diagnose_table.tex",
         *(f"diagnose/{s}.{f}" for s in ("layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats")
           for f in ("pdf", "png")),
+        "remedies/runs.csv", "remedies/remedies_table.tex", "remedies/remedies_selection_table.tex",
+        *(f"remedies/{s}.{f}" for s in ("remedies_accuracy", "remedies_mad") for f in ("pdf", "png")),
     }
     written = {p.relative_to(published).as_posix() for p in published.rglob("*") if p.is_file()}
     assert written == expected
@@ -504,6 +510,85 @@ def test_diagnose_without_its_stored_aggregates_is_refused(published, tmp_path):
     orphan = r"layerstats.csv: 1 row \(the first on line 2\) of no run of .*runs.csv"
     with pytest.raises(ValueError, match=orphan):
         regenerate(edited)
+
+
+# --- remedies ----------------------------------------------------------------------
+
+REMEDIES_KEYS = ["dataset", "missing_rate", "model", "depth", "alpha", "architecture", "attention_norm",
+                 "norm", "residual", "initial_residual", "dropedge", "heads", "hidden", "epochs", "seed"]
+REMEDIES_SECTION = "remedies: LipschitzNorm among the published remedies for deep GNNs"
+
+
+def remedies_expected_runs(records: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(*(r[k] for k in REMEDIES_KEYS), r["status"], "accuracy",
+          r["test_metric"] if r["status"] == "ok" else np.nan, r["val_metric"], r["test_metric"])
+         for r in records],
+        columns=[*REMEDIES_KEYS, "status", "metric", "test_metric", "best_val_val", "best_val_test"],
+    ).sort_values(REMEDIES_KEYS, ignore_index=True)
+
+
+def test_remedies_runs_csv_holds_the_remedy_settings_and_both_accuracies(tree, published):
+    stored = pd.read_csv(published / "remedies" / "runs.csv", float_precision="round_trip")
+    pd.testing.assert_frame_equal(stored, remedies_expected_runs(tree[1]["remedies"]), check_dtype=False)
+
+
+def test_summary_remedies_tables_are_the_tables_of_the_runs(tree, published):
+    from lipnorm.tables import remedies_comparison, remedies_selection
+
+    records = tree[1]["remedies"]
+    tables = summary_tables(published)
+    runs = pd.DataFrame(records).assign(best_val_val=lambda r: r["val_metric"],
+                                        best_val_test=lambda r: r["test_metric"])
+    text, bold = remedies_comparison(runs)
+    rows = tables[REMEDIES_SECTION, ""]
+    assert [row["GAT +"] for row in rows] == list(text.index)
+    for row, (name, cells), marks in zip(rows, text.iterrows(), bold):
+        for (dataset, source), cell, is_bold in zip(text.columns, cells, marks):
+            assert row[f"{dataset}: {source}"] == (f"**{cell}**" if is_bold else cell)
+    selection = tables[REMEDIES_SECTION, "Depth chosen by validation vs by test"]
+    expected = remedies_selection(runs)
+    assert [(r["Dataset"], r["Model"], r["Remedy"]) for r in selection] == list(expected.index)
+    assert [r["Depth chosen by test: Gain (points)"] for r in selection] == \
+        list(expected[("Depth chosen by test", "Gain (points)")])
+    summary = (published / "summary.md").read_text()
+    assert "Cora, CiteSeer, 100% missing features, 8 heads × 8 hidden, up to 3 epochs, depths 2, 4;" in summary
+    assert "![remedies_mad](remedies/remedies_mad.png)" in summary
+
+
+@pytest.mark.parametrize("column", ["best_val_val", "best_val_test"])
+def test_drift_check_catches_a_changed_remedies_number(published, tmp_path, column):
+    edited = tmp_path / "results"
+    shutil.copytree(published, edited)
+    path = edited / "remedies" / "runs.csv"
+    frame = pd.read_csv(path, float_precision="round_trip")
+    # Every run of one cell, so that the cell's mean and, by validation, its depth move.
+    cell = (frame["dataset"] == "cora") & (frame["attention_norm"] == "none") & (frame["norm"] == "none") \
+        & (frame["dropedge"] == 0) & (frame["initial_residual"] == 0) & (frame["depth"] == 2)
+    frame.loc[cell, column] = 0.99
+    frame.to_csv(path, index=False)
+    with pytest.raises(AssertionError, match=r"remedies/remedies_(selection_)?table.tex differs"):
+        assert_regenerates(edited)
+
+
+def test_remedies_runs_predating_the_newer_settings_publish_them_as_off(tree, tmp_path):
+    """An aggregate without `initial_residual` and `dropedge` columns (runs of lipnorm
+    train before they existed): runs.csv holds them as off, and the tables render."""
+    older = [r for r in tree[1]["remedies"] if r["remedy"] in ("none", "pairnorm")]
+    root = tmp_path / "results"
+    aggregate = root / "remedies" / "aggregate"
+    write_aggregate([r["run_dir"] for r in older], aggregate)
+    runs = pd.read_parquet(aggregate / "runs.parquet")
+    write_parquet(aggregate / "runs.parquet", runs.drop(columns=["initial_residual", "dropedge"]))
+    write_tables("remedies", aggregate, root / "remedies" / "tables")
+    for stem in FIGURES["remedies"]:
+        for fmt in ("pdf", "png"):
+            (root / "remedies" / "figures").mkdir(parents=True, exist_ok=True)
+            (root / "remedies" / "figures" / f"{stem}.{fmt}").write_bytes(b"figure")
+    publish(root, tmp_path / "out")
+    stored = pd.read_csv(tmp_path / "out" / "remedies" / "runs.csv", float_precision="round_trip")
+    pd.testing.assert_frame_equal(stored, remedies_expected_runs(older), check_dtype=False)
+    assert_regenerates(tmp_path / "out")
 
 
 # --- drift -------------------------------------------------------------------------

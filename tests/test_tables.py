@@ -9,7 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid
+from synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid, write_remedies
 
 from lipnorm.aggregate import aggregate_runs, load_table, write_aggregate
 from lipnorm.tables import (
@@ -235,7 +235,10 @@ def test_tables_compile_with_pdflatex(depth, diagnose, tmp_path):
     if shutil.which("pdflatex") is None:
         pytest.fail("pdflatex is missing: run scripts/install-system-deps.sh "
                     "(Debian: texlive-latex-base texlive-latex-recommended)")
-    written = depth[1] + [diagnose[2]]  # the diagnose table's row labels are LaTeX
+    records = write_remedies(tmp_path / "remedies")
+    write_aggregate([r["run_dir"] for r in records], tmp_path / "remedies-aggregate")
+    remedies = write_tables("remedies", tmp_path / "remedies-aggregate", tmp_path / "remedies-tables")
+    written = depth[1] + [diagnose[2]] + remedies  # the diagnose table's row labels are LaTeX
     inputs = "\n".join(f"\\input{{{p}}}\\par" for p in written)
     document = tmp_path / "doc.tex"
     document.write_text(

@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 from lipnorm import registry
 from lipnorm.io import atomic_path, write_parquet
 
-EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic", "diagnose")
+EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic", "diagnose",
+               "remedies")
 
 SUMMARY_FILE = "summary.json"
 # Aggregate table name -> the run-directory file it gathers.

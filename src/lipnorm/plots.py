@@ -40,7 +40,7 @@ from lipnorm.aggregate import (  # noqa: E402
     runs_of_valid_cells,
     seed_cells,
 )
-from lipnorm import registry  # noqa: E402
+from lipnorm import registry, remedies  # noqa: E402
 from lipnorm.io import atomic_path  # noqa: E402
 
 FIGURES: dict[str, list[str]] = {
@@ -51,7 +51,7 @@ FIGURES: dict[str, list[str]] = {
     "lipschitz": ["lipschitz_probe"],
     "classic": [],
     "diagnose": ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"],
-    "remedies": [],  # filled with its figures by the remedies output work
+    "remedies": ["remedies_accuracy", "remedies_mad"],
 }
 
 
@@ -130,15 +130,24 @@ def _depth_axis(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def _hue_lines(ax, kept: pd.DataFrame, diverged: pd.DataFrame, x: str, y: str, hue: str,
+               colours: dict, dashes: dict | None = None) -> None:
+    """Mean ± std over seeds per value of `hue` (in the order of `colours`; line styles
+    `dashes` if given); diverged settings as × on the lower edge."""
+    order = list(colours)
+    if not kept.empty:
+        styles = {} if dashes is None else {"style": hue, "style_order": order, "dashes": dashes}
+        sns.lineplot(data=kept, x=x, y=y, hue=hue, hue_order=order, palette=colours,
+                     errorbar="sd", marker="o", ax=ax, legend=False, **styles)
+    for value, cells in diverged.groupby(hue):
+        ax.scatter(cells[x], np.full(len(cells), 0.03), marker="x", color=colours[value],
+                   transform=ax.get_xaxis_transform(), clip_on=False, zorder=3)
+
+
 def _model_lines(ax, kept: pd.DataFrame, diverged: pd.DataFrame, x: str, y: str,
                  models: list[str]) -> None:
     """Mean ± std over seeds per model; diverged settings as × on the lower edge."""
-    if not kept.empty:
-        sns.lineplot(data=kept, x=x, y=y, hue="model", hue_order=models, palette=registry.figure_palette(models),
-                     errorbar="sd", marker="o", ax=ax, legend=False)
-    for model, cells in diverged.groupby("model"):
-        ax.scatter(cells[x], np.full(len(cells), 0.03), marker="x", color=registry.figure_palette(models)[model],
-                   transform=ax.get_xaxis_transform(), clip_on=False, zorder=3)
+    _hue_lines(ax, kept, diverged, x, y, "model", registry.figure_palette(models))
 
 
 def _accuracy_panels(runs: pd.DataFrame, rows: str, columns: str, x: str,
@@ -650,6 +659,125 @@ def alpha_layerstats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
     return fig
 
 
+# --- remedies -----------------------------------------------------------------------
+
+# Line style per attention norm: GAT solid, GAT-Lip dashed.
+ATTENTION_NORM_DASHES = {"none": "", "lip": (4, 1.5)}
+ATTENTION_NORM_STYLES = {"none": "-", "lip": "--"}
+PUBLISHED_MARKER = "*"
+PUBLISHED_COLOUR = "#000000"
+
+
+def remedy_order(names) -> list[str]:
+    """The distinct remedy names: `remedies.REMEDIES` order, then the others sorted."""
+    distinct = set(names)
+    return [n for n in remedies.REMEDIES if n in distinct] + sorted(distinct - set(remedies.REMEDIES))
+
+
+def remedy_colours(names) -> dict[str, str]:
+    """One colour per remedy (`remedy_order`): registry.SPARE_COLOURS in the order of
+    `remedies.REMEDIES`, so a remedy keeps its colour in every figure; others after."""
+    names = remedy_order(names)
+    others = [n for n in names if n not in remedies.REMEDIES]
+    slots = {n: i for i, n in enumerate([*remedies.REMEDIES, *others])}
+    spare = registry.SPARE_COLOURS
+    return {n: spare[slots[n] % len(spare)] for n in names}
+
+
+def _attention_norm_legend(runs: pd.DataFrame, colours: dict | None) -> list[tuple[Line2D, str]]:
+    """Handles naming GAT / GAT-Lip by their line style (and colour, if `colours`)."""
+    return [(Line2D([], [], color="black" if colours is None else colours[norm],
+                    linestyle=ATTENTION_NORM_STYLES[norm]), remedies.model_label(runs, norm))
+            for norm in registry.ATTENTION_NORMS if norm in set(runs["attention_norm"])]
+
+
+@_styled
+def remedies_accuracy(runs: pd.DataFrame) -> Figure:
+    """Test accuracy at the best-validation epoch (`best_val_test`, %) against depth, one
+    row of panels per remedy (`remedies.remedy_label`), one column per dataset; colour
+    and line style per attention norm (GAT, GAT-Lip). Mean ± std over seeds; a setting
+    with a diverged seed is a × on the lower edge. The published GAT result of the
+    remedy (`remedies.PUBLISHED`) is a black star at its reported depth."""
+    runs = remedies.with_remedies(runs)
+    by = ["dataset", "remedy", "attention_norm", "depth"]
+    kept, diverged = runs_of_valid_cells(runs, by)
+    kept = kept.assign(accuracy=kept["best_val_test"] * 100.0)
+    names = remedy_order(runs["remedy"])
+    datasets = ordered("dataset", runs["dataset"])
+    colours = {n: registry.AXIS_COLOURS[n] for n in registry.ATTENTION_NORMS
+               if n in set(runs["attention_norm"])}
+    dashes = {n: ATTENTION_NORM_DASHES[n] for n in colours}
+    fig, axes = _figure(len(names), len(datasets), sharex=True, sharey=True)
+    published = False
+    for i, remedy in enumerate(names):
+        for j, dataset in enumerate(datasets):
+            ax = axes[i, j]
+            _depth_axis(ax)
+            here = {"dataset": dataset, "remedy": remedy}
+            _hue_lines(ax, _where(kept, here), _where(diverged, here), "depth", "accuracy",
+                       "attention_norm", colours, dashes)
+            entry = remedies.PUBLISHED.get((remedy, dataset))
+            if entry is not None:
+                ax.scatter([entry.depth], [entry.accuracy], marker=PUBLISHED_MARKER, s=30,
+                           color=PUBLISHED_COLOUR, zorder=4)
+                published = True
+            ax.set_title(f"{remedies.remedy_label(remedy)}, {label('dataset', dataset)}")
+            ax.set_xlabel(DEPTH_LABEL if i == len(names) - 1 else "")
+            ax.set_ylabel(f"Test {_metric_name(runs)} (%)" if j == 0 else "")
+    handles = _attention_norm_legend(runs, colours)
+    if published:
+        handles.append((Line2D([], [], color=PUBLISHED_COLOUR, marker=PUBLISHED_MARKER,
+                               linestyle="none"), "published GAT"))
+    if not diverged.empty:
+        handles.append((Line2D([], [], color="black", marker="x", linestyle="none"), "diverged"))
+    fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside upper center",
+               ncols=min(len(handles), 2), frameon=False)
+    return fig
+
+
+@_styled
+def remedies_mad(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
+    """The mean average distance (`mean_average_distance`) of each attention layer at
+    each run's last recorded epoch, against the layer, at each dataset's deepest depth:
+    one panel per dataset, one line per remedy (colour, `remedy_colours`) × attention
+    norm (line style: GAT solid, GAT-Lip dashed). Log y axis: lines are geometric means
+    over seeds, bands ± one std in log space; a value below NORM_FLOOR is drawn there.
+    A setting with a diverged seed is not drawn (named in a footnote)."""
+    runs = remedies.with_remedies(runs)
+    datasets = ordered("dataset", runs["dataset"])
+    deepest = runs["depth"] == runs.groupby("dataset")["depth"].transform("max")
+    deep = runs.loc[deepest]
+    deep.attrs = runs.attrs
+    by = ["dataset", "depth", "remedy", "attention_norm"]
+    kept, diverged = runs_of_valid_cells(deep, by)
+    stats = _stats_of(kept, layerstats.loc[layerstats["metric"] == "mean_average_distance"], by)
+    stats = _floored(last_epoch_stats(stats))
+    names = remedy_order(runs["remedy"])
+    colours = remedy_colours(names)
+    norms = [n for n in registry.ATTENTION_NORMS if n in set(runs["attention_norm"])]
+    fig, axes = _figure(1, len(datasets), sharey=True)
+    for ax, dataset in zip(axes[0], datasets):
+        ax.set_yscale("log")  # before plotting: seaborn then averages in log space
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        panel = _where(stats, {"dataset": dataset})
+        if not panel.empty:
+            sns.lineplot(data=panel, x="layer", y="value", hue="remedy", hue_order=names,
+                         palette=colours, style="attention_norm", style_order=norms,
+                         dashes=ATTENTION_NORM_DASHES, errorbar="sd", ax=ax, legend=False)
+        depth = int(deep.loc[deep["dataset"] == dataset, "depth"].iloc[0])
+        ax.set_title(f"{label('dataset', dataset)}, {depth} layers")
+        ax.set_xlabel("Layer")
+        ax.set_ylabel(f"{LAYER_METRICS['mean_average_distance']}, last epoch" if ax is axes[0, 0] else "")
+    handles = [(Line2D([], [], color=colours[n]), remedies.remedy_label(n)) for n in names]
+    handles += _attention_norm_legend(runs, None)
+    fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside upper center",
+               ncols=3, frameon=False)
+    _diverged_footnote(fig, diverged, lambda row: (
+        f"{label('dataset', row['dataset'])} {remedies.remedy_label(row['remedy'])}, "
+        f"{remedies.model_label(runs, row['attention_norm'])}"))
+    return fig
+
+
 def _builders(load: Callable[[str], pd.DataFrame]) -> dict[str, Callable[[], Figure]]:
     return {
         "depth_accuracy": lambda: accuracy_vs_depth(load("runs")),
@@ -662,6 +790,8 @@ def _builders(load: Callable[[str], pd.DataFrame]) -> dict[str, Callable[[], Fig
         "layerstats_by_layer": lambda: layerstats_by_layer(load("runs"), load("layerstats")),
         "layerstats_by_epoch": lambda: layerstats_by_epoch(load("runs"), load("layerstats")),
         "alpha_layerstats": lambda: alpha_layerstats(load("runs"), load("layerstats")),
+        "remedies_accuracy": lambda: remedies_accuracy(load("runs")),
+        "remedies_mad": lambda: remedies_mad(load("runs"), load("layerstats")),
     }
 
 

@@ -20,6 +20,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from lipnorm import registry
+from lipnorm.aggregate import seed_cells
+
 # Order of rows and legends; the names of the settings' values.
 REMEDIES = ("none", "batchnorm", "pairnorm", "dgn", "dropedge", "residual", "initial-residual")
 REMEDY_LABELS = {
@@ -80,6 +83,37 @@ def remedy_of(settings: pd.DataFrame) -> pd.Series:
                 parts.append(option.replace("_", "-"))
         names.append("+".join(parts) or "none")
     return pd.Series(names, index=settings.index, name="remedy")
+
+
+def with_remedy_settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with every setting a remedy is read from (`norm` and REMEDY_OPTIONS) as a
+    column, off (`none`, REMEDY_OPTIONS' value) where the column is absent or the run
+    predates the setting (NaN), as `remedy_of` reads them."""
+    filled = {}
+    for option, off in {"norm": "none", **REMEDY_OPTIONS}.items():
+        filled[option] = runs[option].where(runs[option].notna(), off) if option in runs else off
+    frame = runs.assign(**filled)
+    frame.attrs = runs.attrs
+    return frame
+
+
+def with_remedies(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with each run's `remedy` (`remedy_of`), checked to hold one setting per cell
+    (dataset x attention norm x remedy x depth) as `aggregate.seed_cells` checks: two
+    runs of one seed in a cell would otherwise be averaged as two seeds."""
+    runs = runs.assign(remedy=remedy_of(runs))
+    seed_cells(runs.assign(test_metric=runs["best_val_test"]), ["dataset", "attention_norm", "remedy", "depth"])
+    return runs
+
+
+def model_label(runs: pd.DataFrame, attention_norm: str) -> str:
+    """"GAT" / "GAT-Lip": the printed model of the runs' one architecture (gat where the
+    runs predate the `architecture` setting) with that attention norm."""
+    architectures = sorted(runs["architecture"].unique()) if "architecture" in runs else ["gat"]
+    if len(architectures) != 1:
+        raise ValueError(f"remedies: runs of several architectures {architectures}; the "
+                         "experiment compares one architecture with and without LipschitzNorm")
+    return registry.label("model", registry.compose_model(architectures[0], attention_norm))
 
 
 def remedy_label(name: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from lipnorm import remedies
 from lipnorm.aggregate import EXPERIMENTS, label, load_table, ordered, seed_cells
 from lipnorm.io import atomic_path
 from lipnorm.plots import (
@@ -36,7 +37,7 @@ TABLES: dict[str, list[str]] = {
     "lipschitz": [],
     "classic": ["classic_table"],
     "diagnose": ["diagnose_table"],
-    "remedies": [],  # filled with its table by the remedies output work
+    "remedies": ["remedies_table", "remedies_selection_table"],
 }
 
 # Veličković et al. (2018), Graph Attention Networks, Table 2: mean ± std test
@@ -362,6 +363,93 @@ def diagnose_table(runs: pd.DataFrame, layerstats: pd.DataFrame,
     return text, bold
 
 
+# --- remedies -----------------------------------------------------------------------
+
+PUBLISHED_HEAD = "Published GAT"
+SELECTION_BY_VAL = "Depth chosen by validation"
+SELECTION_BY_TEST = "Depth chosen by test"
+
+
+def remedies_comparison(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """`remedies.comparison_table` as (text, bold), plain text (`±`, `–`): rows the
+    remedies (index), columns (dataset label, Published GAT | GAT | GAT-Lip). Each of ours
+    is `test accuracy ± std / depth`, the depth chosen by mean validation accuracy.
+    Bold: the best of ours per dataset (both attention norms)."""
+    runs = remedies.with_remedies(runs)
+    table = remedies.comparison_table(runs).set_index("remedy")
+    chosen = remedies.select_depths(runs)
+    label_of = {remedies.remedy_label(name): name for name in chosen["remedy"]}
+    sources = {"published GAT": PUBLISHED_HEAD,
+               **{f"ours {name}": remedies.model_label(runs, norm) for norm, name in
+                  (("none", "GAT"), ("lip", "GAT-Lip"))}}
+    columns, bold = [], np.zeros(table.shape, dtype=bool)
+    for j, column in enumerate(table.columns):
+        dataset, source = column.split(": ", 1)
+        columns.append((label("dataset", dataset), sources[source]))
+        if source == "published GAT":
+            continue
+        attention_norm = "none" if source == "ours GAT" else "lip"
+        here = chosen[(chosen["dataset"] == dataset)]
+        best = here["test_mean"].max()
+        for i, row in enumerate(table.index):
+            match = here[(here["remedy"] == label_of.get(row)) & (here["attention_norm"] == attention_norm)]
+            bold[i, j] = not match.empty and match["test_mean"].iloc[0] == best
+    table.columns = pd.MultiIndex.from_tuples(columns, names=[NAMES["dataset"], None])
+    table.index = table.index.rename("GAT +")
+    return table, bold
+
+
+def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset × model (GAT, GAT-Lip) × remedy (rows, labels): the depth chosen by the
+    mean validation accuracy with its validation and test accuracy (mean ± std, %), and
+    the depth that choosing by the mean test accuracy would take, its test accuracy and
+    the gain that choice claims (its optimism, points). Plain text (`±`)."""
+    runs = remedies.with_remedies(runs)
+    chosen = remedies.select_depths(runs)
+    datasets = ordered("dataset", chosen["dataset"])
+    order = {name: i for i, name in enumerate(remedies.REMEDIES)}
+    chosen = chosen.assign(
+        dataset_order=chosen["dataset"].map(datasets.index),
+        norm_order=chosen["attention_norm"].map(ordered("attention_norm", chosen["attention_norm"]).index),
+        remedy_order=[order.get(name, len(order)) for name in chosen["remedy"]],
+    ).sort_values(["dataset_order", "norm_order", "remedy_order", "remedy"])
+    std = chosen["test_std"].map(lambda s: "" if np.isnan(s) else f" ± {s:.1f}")
+    text = pd.DataFrame({
+        (SELECTION_BY_VAL, "#L"): chosen["depth"].map(str),
+        (SELECTION_BY_VAL, "Val. (%)"): chosen["val_mean"].map(lambda v: f"{v:.1f}"),
+        (SELECTION_BY_VAL, "Test (%)"): chosen["test_mean"].map(lambda v: f"{v:.1f}") + std,
+        (SELECTION_BY_TEST, "#L"): chosen["test_depth"].map(str),
+        (SELECTION_BY_TEST, "Test (%)"): chosen["test_best_mean"].map(lambda v: f"{v:.1f}"),
+        (SELECTION_BY_TEST, "Gain (points)"):
+            (chosen["test_best_mean"] - chosen["test_mean"]).map(lambda v: f"{v:.1f}"),
+    })
+    text.index = pd.MultiIndex.from_arrays(
+        [[label("dataset", d) for d in chosen["dataset"]],
+         [remedies.model_label(runs, n) for n in chosen["attention_norm"]],
+         [remedies.remedy_label(r) for r in chosen["remedy"]]],
+        names=[NAMES["dataset"], NAMES["model"], "Remedy"],
+    )
+    return text
+
+
+def _latex_texts(text: pd.DataFrame) -> pd.DataFrame:
+    """Plain cell texts as LaTeX: `±` as `$\\pm$`, `–` (no result) as EMPTY."""
+    return text.map(lambda cell: EMPTY if cell == "–" else cell.replace(" ± ", " $\\pm$ "))
+
+
+def remedies_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The remedies beside the published GAT numbers (`remedies_comparison`), as LaTeX."""
+    text, bold = remedies_comparison(runs)
+    return _latex_texts(text), bold
+
+
+def remedies_selection_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Choosing the depth by validation vs by test accuracy (`remedies_selection`), as
+    LaTeX; nothing bold."""
+    text = _latex_texts(remedies_selection(runs))
+    return text, np.zeros(text.shape, dtype=bool)
+
+
 # Stem -> builder of (text, bold); its arguments are the tables BUILDER_INPUTS names.
 BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
     "depth_accuracy_table": depth_table,
@@ -370,6 +458,8 @@ BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
     "transformer_table": depth_table,
     "classic_table": classic_table,
     "diagnose_table": diagnose_table,
+    "remedies_table": remedies_table,
+    "remedies_selection_table": remedies_selection_table,
 }
 # The aggregate tables each builder takes, in order (default: the runs table alone).
 BUILDER_INPUTS: dict[str, tuple[str, ...]] = {
