@@ -13,8 +13,8 @@ cannot tell "no CUDA build" from "no GPU").
 
 Every device-specific call of the project goes through the functions here: `resolve_device`,
 `use_device` (make current, deterministic kernels, reset the peak), `move` (put a tensor,
-graph or module on the device), `synchronize`, `reset_peak_memory`, `release_memory` and
-`peak_memory_mb`. On the CPU they do nothing (or read the resident set), so one code path
+graph or module on the device), `synchronize`, `reset_peak_memory`, `release_memory`,
+`peak_memory_mb`, and a GPU's generator state (`rng_state`, `set_rng_state`). On the CPU they do nothing (or read the resident set), so one code path
 serves both; the tests replace torch's CUDA entry points by recording fakes and drive
 `--device cuda` through these functions on a machine without a GPU.
 """
@@ -138,6 +138,16 @@ def release_memory(device: torch.device) -> None:
     what one model leaves behind does not count for the next (a no-op on the CPU)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def rng_state(device: torch.device) -> torch.Tensor:
+    """The state of `device`'s default random generator (a GPU's; for a run's saved state)."""
+    return torch.cuda.get_rng_state(device)
+
+
+def set_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    """Restore `device`'s default random generator to `state` (from `rng_state`)."""
+    torch.cuda.set_rng_state(state, device)
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -36,6 +36,8 @@ from typing import Any, Mapping, Protocol
 import numpy as np
 import torch
 
+from lipnorm import device as devices
+
 from lipnorm.io import atomic_path
 
 STATE_FORMAT = 1
@@ -179,13 +181,13 @@ class TorchRandom:
     def state_dict(self) -> dict[str, Any]:
         state = {"cpu": torch.get_rng_state()}
         if self.device.type == "cuda":
-            state["cuda"] = torch.cuda.get_rng_state(self.device)
+            state["cuda"] = devices.rng_state(self.device)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         torch.set_rng_state(state["cpu"])
         if self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda"], self.device)
+            devices.set_rng_state(self.device, state["cuda"])
 
 
 class RandomStreams:
