@@ -31,6 +31,8 @@ PRESETS = {
     "paper": REPO / "config" / "presets" / "paper.yaml",
     "deep": REPO / "config" / "presets" / "deep.yaml",
     "diagnose": REPO / "config" / "presets" / "diagnose.yaml",
+    "remedies-cora": REPO / "config" / "presets" / "remedies-cora.yaml",
+    "remedies-citeseer": REPO / "config" / "presets" / "remedies-citeseer.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -75,8 +77,15 @@ def expected_job_counts(config: dict) -> dict[str, int]:
         for block in (spec["arms"].values() if "arms" in spec else [spec])
     ]
     for g in grids:
-        # Values equal as numbers (1 and 1.0) are one grid point.
-        axes = [set(g[k]) for k in ("datasets", "models", "depths", "alphas", "missing_rates", "seeds")]
+        # Values equal as numbers (1 and 1.0) are one grid point. attention_norms and norms
+        # replace those parts of every model (gat x [none, lip] x [dgn]: gat-dgn, gat-lip-dgn).
+        models = {
+            (model, attention_norm, norm)
+            for model in g["models"]
+            for attention_norm in g.get("attention_norms", [model])
+            for norm in g.get("norms", [model])
+        }
+        axes = [set(g["datasets"]), models, *(set(g[k]) for k in ("depths", "alphas", "missing_rates", "seeds"))]
         trains += len(list(itertools.product(*axes)))
         masks |= set(itertools.product(axes[0], axes[4], axes[5]))
         downloads |= axes[0] - {"csbm"}
@@ -265,7 +274,7 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 # --- DAG sizes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("preset", ["smoke", "default", "deep", "diagnose"])
+@pytest.mark.parametrize("preset", ["smoke", "default", "deep", "diagnose", "remedies-cora", "remedies-citeseer"])
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
     assert job_counts(proc.stdout) == expected_job_counts(load_preset(preset))
@@ -649,3 +658,18 @@ def json_load(path: Path) -> dict:
     import json
 
     return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("dataset", ["cora", "citeseer"])
+def test_remedies_presets_cross_every_remedy_with_gat_and_gat_lip(dataset):
+    """7 remedies (one arm each) x GAT/GAT-Lip x depths 2-30 x 3 seeds on one dataset."""
+    experiment = load_preset(f"remedies-{dataset}")["experiments"]["remedies"]
+    from lipnorm import remedies
+
+    assert list(experiment["arms"]) == list(remedies.REMEDIES)
+    assert expected_job_counts(load_preset(f"remedies-{dataset}"))["train"] == 7 * 2 * 5 * 3
+    for arm in experiment["arms"].values():
+        grid = arm["grid"]
+        assert grid["datasets"] == [dataset] and grid["attention_norms"] == ["none", "lip"]
+        assert set(grid["depths"]) >= {2, 5, 10, 20, 30} and len(grid["seeds"]) >= 3
+        assert grid["missing_rates"] == [100] and (arm["train"]["heads"], arm["train"]["hidden"]) == (8, 8)
