@@ -28,6 +28,18 @@ from lipnorm import run_state, train
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.train import TrainConfig
 
+
+@pytest.fixture(autouse=True)
+def interactive_sigint():
+    """SIGINT as an interactive process has it (Python's KeyboardInterrupt handler): a
+    process started in the background by a non-interactive shell, as CI may run the
+    suite, inherits SIGINT ignored, which the run keeps ignoring (tested below)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
 # What may differ between a resumed run's summary and an uninterrupted one's.
