@@ -70,17 +70,12 @@ PUBLISHED = {
 
 def remedy_of(settings: pd.DataFrame) -> pd.Series:
     """The remedy name of each run (row) of `settings` (see the module docstring); a
-    setting absent from the frame is off."""
+    setting absent from the frame, or NaN there, is off (`with_remedy_settings`)."""
+    filled = with_remedy_settings(settings)
     names = []
-    for _, row in settings.iterrows():
-        parts = []
-        norm = row.get("norm", "none")
-        if isinstance(norm, str) and norm != "none":
-            parts.append(norm)
-        for option, off in REMEDY_OPTIONS.items():
-            value = row.get(option, off)
-            if not (value is None or (isinstance(value, float) and math.isnan(value))) and value != off:
-                parts.append(option.replace("_", "-"))
+    for _, row in filled.iterrows():
+        parts = [] if row["norm"] == "none" else [row["norm"]]
+        parts += [option.replace("_", "-") for option, off in REMEDY_OPTIONS.items() if row[option] != off]
         names.append("+".join(parts) or "none")
     return pd.Series(names, index=settings.index, name="remedy")
 

@@ -87,10 +87,15 @@ MODEL_SETTINGS = (
 )
 
 
+def norm_extras() -> tuple[str, ...]:
+    """The registered representation normalisations (`none` aside): what `norm_extra` takes."""
+    return registry.norm_names()[1:]
+
+
 def __getattr__(name: str):
-    # `NORM_EXTRAS`: the registered normalisations, computed on access (plugins add some).
+    # `NORM_EXTRAS`: computed on access, since plugins register more.
     if name == "NORM_EXTRAS":
-        return registry.norm_names()[1:]
+        return norm_extras()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
@@ -304,7 +309,7 @@ class TrainConfig:
 
 def _fold_norm_extra(model: str, norm_extra: str) -> str:
     """`gat` + `pairnorm` -> `gat-pairnorm` (idempotent on a model that has it)."""
-    extras = registry.norm_names()[1:]
+    extras = norm_extras()
     if norm_extra not in extras:
         raise ValueError(f"unknown norm_extra {norm_extra!r}; allowed: {', '.join(extras)}")
     if model.endswith(f"-{norm_extra}"):
