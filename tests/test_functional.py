@@ -1,5 +1,5 @@
 """LipschitzNorm as functions (`lipnorm.nn.functional`): a user's own layer made
-Lipschitz with them (the README's example), bipartite graphs and blocks, bad inputs; and
+Lipschitz with them (docs/layers.md's example), bipartite graphs and blocks, bad inputs; and
 the helpers the layers share (the safe 1/sqrt, the neighbour max, the squared norm)."""
 
 import re
@@ -76,21 +76,21 @@ def test_neighbour_max_gradient_reaches_only_the_argmax_sources():
     assert torch.equal(values.grad, expected)
 
 
-# --- LipschitzNorm as functions: a user's own layer (the README's) ----------------------
+# --- LipschitzNorm as functions: a user's own layer (docs/layers.md's) ----------------------
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+LAYERS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "layers.md"
 HEADS = [2, 4, 8]
 DIMS = [(5, 3), (6, 1)]
 
 
 def readme_layer_class():
-    """`MyGATLayer` exactly as the README prints it (its first python block after the
-    heading), so the README's example cannot drift from what is tested."""
-    text = README.read_text()
+    """`MyGATLayer` exactly as docs/layers.md prints it (its first python block after the
+    heading), so the documented example cannot drift from what is tested."""
+    text = LAYERS_PAGE.read_text()
     section = text[text.index("### LipschitzNorm in your own attention layer") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace: dict = {}
-    exec(compile(code, str(README), "exec"), namespace)
+    exec(compile(code, str(LAYERS_PAGE), "exec"), namespace)
     return namespace["MyGATLayer"]
 
 
@@ -127,7 +127,7 @@ def test_readme_layer_scores_are_bounded_by_alpha(seed, heads, alpha, feat_expon
 
 
 def readme_layer_and_gatconv(in_feats, out_feats, heads, alpha, dtype=torch.float32):
-    """The README layer and our GATConv (no bias) with the same weights."""
+    """The documented layer and our GATConv (no bias) with the same weights."""
     torch.manual_seed(0)
     mine = readme_layer_class()(in_feats, out_feats, heads, alpha=alpha).to(dtype)
     ours = GATConv(in_feats, out_feats, heads, norm="lip", alpha=alpha, bias=False).to(dtype)

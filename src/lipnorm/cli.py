@@ -18,7 +18,7 @@ from lipnorm import registry
 RECIPES = ("lipnorm", "official")
 DEVICE_HELP = (
     "cpu (default), cuda, cuda:N or auto (cuda if torch sees a GPU and DGL has CUDA, else "
-    "cpu); cuda needs DGL's CUDA build (README)"
+    "cpu); cuda needs DGL's CUDA build (docs/training.md)"
 )
 
 

@@ -34,7 +34,7 @@ _DEVICE_RE = re.compile(r"cpu|auto|cuda(:[0-9]+)?")  # ASCII digits only, as the
 DGL_CUDA_INSTALL = (
     "pip install --force-reinstall --no-deps dgl==2.1.0 -f "
     "https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html (CUDA 11.8: .../torch-2.2/cu118/"
-    "repo.html; see the README's Devices paragraph)"
+    "repo.html; see docs/training.md, Devices)"
 )
 
 

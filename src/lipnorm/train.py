@@ -141,7 +141,7 @@ GRADNORMS_COLUMNS = ["epoch", "layer", "kind", "group", "grad_norm"]
 OUTNORMS_COLUMNS = ["epoch", "layer", "output_norm"]
 LAYERSTATS_COLUMNS = ["epoch", "layer", "metric", "value"]
 # Default epochs between saves of the training state: its cost is under 1 % of the
-# run's time (benchmarks/run_state_cost.py, README "Performance").
+# run's time (benchmarks/run_state_cost.py, docs/performance.md).
 SAVE_EVERY = 50
 # Settings that may differ between a saved training state and the run resuming it: they
 # change when the state is saved, not what is computed.
