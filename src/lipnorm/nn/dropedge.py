@@ -33,7 +33,17 @@ from typing import Any
 import dgl
 import torch
 
+from lipnorm.nn.sparse import per_structure
+
 __all__ = ["DropEdge"]
+
+
+def _loops_and_candidates(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor]:
+    """IDs of the self-loops and of the other edges, on the CPU: what `DropEdge` keeps
+    and draws from, once per graph structure (training draws every epoch on one graph)."""
+    src, dst = (ids.cpu() for ids in graph.edges(order="eid"))
+    is_loop = src == dst
+    return torch.nonzero(is_loop).squeeze(1), torch.nonzero(~is_loop).squeeze(1)
 
 
 class DropEdge:
@@ -72,13 +82,11 @@ class DropEdge:
 
         Every self-loop, and floor(E (1 - rate)) of the E other edges, uniformly.
         """
-        src, dst = (ids.cpu() for ids in graph.edges(order="eid"))
-        is_loop = src == dst
-        candidates = torch.nonzero(~is_loop).squeeze(1)
+        loops, candidates = per_structure(graph, "dropedge_loops_and_candidates", _loops_and_candidates)
         # Rounded first so that float error does not floor e.g. 10 * (1 - 0.9) to 0.
         num_kept = math.floor(round(len(candidates) * (1.0 - self.rate), 9))
         chosen = candidates[torch.randperm(len(candidates), generator=self.generator)[:num_kept]]
-        return torch.cat([torch.nonzero(is_loop).squeeze(1), chosen]).sort().values
+        return torch.cat([loops, chosen]).sort().values
 
     def graph_for_epoch(self, graph: dgl.DGLGraph) -> dgl.DGLGraph:
         """`graph` with this epoch's edges dropped; a new graph, `graph` is not changed.
