@@ -7,6 +7,7 @@ a training step, which makes the stopping epoch exact.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -265,6 +266,19 @@ def test_save_every_may_differ_on_resume(tmp_path, monkeypatch):
     interrupted_state(tmp_path, monkeypatch, tiny(tmp_path), 2)
     summary = train.run(tiny(tmp_path, save_every=2), tmp_path / "run")
     assert summary["resumed_from_epochs"] == [2]
+
+
+def test_a_run_stopped_without_checkpointing_resumes_with_it_to_the_same_numbers(tmp_path, monkeypatch):
+    """Activation checkpointing changes no number: a state saved without it resumes with
+    it (gat-batchnorm: its running statistics continue too)."""
+    config = tiny(tmp_path, model="gat-batchnorm")
+    train.run(config, tmp_path / "uninterrupted")
+    interrupted_state(tmp_path, monkeypatch, config, 3)
+    summary = train.run(dataclasses.replace(config, checkpoint=True), tmp_path / "run")
+    assert summary["resumed_from_epochs"] == [3] and summary["config"]["checkpoint"] is True
+    frames, reference = read_run(tmp_path / "run")[1], read_run(tmp_path / "uninterrupted")[1]
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(frames[name], reference[name], check_exact=True, obj=name)
 
 
 def test_a_state_of_another_lipnorm_version_is_refused_naming_it(tmp_path, monkeypatch):

@@ -336,6 +336,17 @@ def test_device_reaches_every_train_job_and_an_experiment_setting_wins(tmp_path)
     assert others and all("--device cuda " in c for c in others)
 
 
+def test_checkpoint_reaches_the_train_jobs_of_its_experiment_only(tmp_path):
+    config = load_preset("smoke")
+    config["experiments"]["alpha"]["train"]["checkpoint"] = True
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", write_config(tmp_path / "ckpt.yaml", config))
+    commands = train_commands_of(proc.stdout)
+    alpha = [c for c in commands if "--out results/alpha/" in c]
+    assert alpha and all("--checkpoint " in c for c in alpha)
+    others = [c for c in commands if c not in alpha]
+    assert others and not any("checkpoint" in c for c in others)
+
+
 @pytest.mark.parametrize("where", ["top", "experiment"])
 def test_an_unknown_device_is_rejected_naming_the_key(tmp_path, where):
     config = load_preset("smoke")

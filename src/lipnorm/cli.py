@@ -171,6 +171,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="residual connections in the attention layers (GAT models; default off)",
     )
     flags.add_argument(
+        "--checkpoint", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+        help="activation checkpointing: each attention block recomputed in the backward pass, "
+        "less memory, the same numbers (deep models; default off)",
+    )
+    flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,
         help="do not write layerstats.parquet (per-layer energy, MAD, attention entropy)",
     )

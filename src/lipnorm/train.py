@@ -83,7 +83,7 @@ PROTOCOLS = ("best-val", "official")
 # The settings a run passes on to `ModelConfig` unchanged.
 MODEL_SETTINGS = (
     "model", "architecture", "attention_norm", "norm", "residual", "depth", "heads", "hidden",
-    "alpha", "variant", "feat_drop", "attn_drop", "recipe", "initial_residual",
+    "alpha", "variant", "feat_drop", "attn_drop", "recipe", "initial_residual", "checkpoint",
 )
 
 
@@ -145,7 +145,7 @@ LAYERSTATS_COLUMNS = ["epoch", "layer", "metric", "value"]
 SAVE_EVERY = 50
 # Settings that may differ between a saved training state and the run resuming it: they
 # change when the state is saved, not what is computed.
-RESUME_INDIFFERENT = ("save_every",)
+RESUME_INDIFFERENT = ("save_every", "checkpoint")
 
 log = logging.getLogger("lipnorm.train")
 
@@ -173,6 +173,8 @@ class TrainConfig:
     # deep networks (lipnorm.nn.residual, lipnorm.nn.dropedge).
     initial_residual: float = 0.0
     dropedge: float = 0.0
+    # Activation checkpointing (lipnorm.nn.models): less memory, the same numbers.
+    checkpoint: bool = False
     recipe: str = "lipnorm"
     depth: int = 2
     alpha: float = 1.0

@@ -7,6 +7,13 @@ Deep models (`DeepGAT`, `DeepGT`), as in the LipschitzNorm authors' code:
     after the last layer) -> normalisation (if any: PairNorm, BatchNorm, DGN, ...)]
     -> Linear(H*D, classes)
 
+With `checkpoint=True` each bracketed block is recomputed in the backward pass
+(activation checkpointing, `torch.utils.checkpoint`, non-reentrant, RNG state kept), so
+a training forward keeps one `(N, H*D)` tensor per layer instead of the block's
+intermediates, and computes exactly the same numbers. During that recomputation the
+model's `recomputing` is True; a representation normalisation's buffers (BatchNorm's
+running statistics) are restored after it, so they are updated once per step.
+
 The classic GAT (`ClassicGAT`, model name "gat-classic") is Velickovic et al.'s network
 as in DGL's Cora example: depth-1 hidden attention layers (8 heads x 8 features, inputs
 and attention dropped out with p=0.6, ELU, heads concatenated), then one output attention
@@ -40,6 +47,7 @@ import dgl
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from lipnorm import registry
 from lipnorm.nn.gat import GATConv
@@ -121,6 +129,8 @@ class ModelConfig:
     recipe: str = "lipnorm"
     # GCNII's initial residual: each layer's output mixed with the input Linear's, weight a.
     initial_residual: float = 0.0
+    # Activation checkpointing of the deep models' blocks (module docstring).
+    checkpoint: bool = False
     architecture: str | None = None
     attention_norm: str | None = None
     norm: str | None = None
@@ -189,6 +199,10 @@ class ModelConfig:
                 f"as wide as the layers; model {self.model!r} with recipe {self.recipe!r} has none"
             )
         _check_recipe(self.recipe, registry.compose_model(*self.parts()), self.residual)
+        if not isinstance(self.checkpoint, bool):
+            raise ValueError(f"checkpoint must be true or false, got {self.checkpoint!r}")
+        if self.checkpoint and architecture == "gat-classic":
+            raise ValueError(_no_checkpoint(self.model))
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
 
 
@@ -233,6 +247,13 @@ def pyg_glorot_(tensor: torch.Tensor) -> torch.Tensor:
         return tensor.uniform_(-bound, bound)
 
 
+def _no_checkpoint(model: str) -> str:
+    return (
+        f"checkpoint=True: model {model!r} has no checkpointed blocks; activation "
+        "checkpointing applies to the deep models (gat, gt and their -lip/-<norm> forms)"
+    )
+
+
 _NO_GT_RESIDUAL = (
     "residual=True is not available for GT models, whose layers always carry their skip "
     "projection; residual applies to the GAT models"
@@ -275,6 +296,7 @@ class _DeepAttentionNet(nn.Module):
         pairnorm_mode: str | None = "PN",
         pairnorm_scale: float = 1.0,
         initial_residual: float = 0.0,
+        checkpoint: bool = False,
         input_width: int | None = None,
     ):
         super().__init__()
@@ -296,6 +318,11 @@ class _DeepAttentionNet(nn.Module):
         if initial_residual and input_width != width:
             raise ValueError(f"initial_residual needs the input Linear as wide as the layers ({input_width} != {width})")
         self.initial_residual = float(initial_residual)
+        self.checkpoint = checkpoint
+        # True while a block is recomputed in the backward pass (checkpointing); hooks
+        # that must record once per step can skip then.
+        self.recomputing = False
+        self._in_forward = False
         self.parameter_groups = dict(entry.parameter_groups)
         self.returns_attention = entry.attention
         self.input_fc = nn.Linear(in_feats, input_width)
@@ -347,6 +374,7 @@ class _DeepAttentionNet(nn.Module):
             pairnorm_mode=cfg.pairnorm_mode,
             pairnorm_scale=cfg.pairnorm_scale,
             initial_residual=cfg.initial_residual,
+            checkpoint=cfg.checkpoint,
             **options,
         )
 
@@ -360,18 +388,49 @@ class _DeepAttentionNet(nn.Module):
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         h = h0 = self.input_fc(feat)
-        norms = self._norms()
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
+        recompute = self.checkpoint and self.training and torch.is_grad_enabled()
+        self._in_forward = True
+        try:
+            for i in range(len(self.layers)):
+                if recompute:
+                    h = checkpoint(self._block, i, graph, h, h0, use_reentrant=False, preserve_rng_state=True)
+                else:
+                    h = self._block(i, graph, h, h0)
+        finally:
+            self._in_forward = False
+        return self.output_fc(h)
+
+    def _block(self, i: int, graph: dgl.DGLGraph, h: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+        """Layer `i`'s block: dropout, attention layer, initial residual, ELU (not after
+        the last layer), normalisation. Called outside `forward` it is being recomputed."""
+        self.recomputing = not self._in_forward
+        try:
             h = F.dropout(h, p=self.feat_drop, training=self.training)
-            h = layer(graph, h).flatten(1)
+            h = self.layers[i](graph, h).flatten(1)
             if self.initial_residual:
                 h = initial_residual(h, h0, self.initial_residual)
-            if i < last:
+            if i < len(self.layers) - 1:
                 h = F.elu(h)
+            norms = self._norms()
             if norms is not None:
-                h = norms[i](graph, h)
-        return self.output_fc(h)
+                h = self._normalise(norms[i], graph, h)
+            return h
+        finally:
+            self.recomputing = False
+
+    def _normalise(self, norm: nn.Module, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        if not self.recomputing:
+            return norm(graph, h)
+        # The forward already updated the buffers (running statistics) this step. In a
+        # finally: the recomputation stops early, by an exception, once it has what the
+        # backward pass needs.
+        saved = [buffer.clone() for buffer in norm.buffers()]
+        try:
+            return norm(graph, h)
+        finally:
+            with torch.no_grad():
+                for buffer, value in zip(norm.buffers(), saved):
+                    buffer.copy_(value)
 
     def numbered_layers(self) -> list[NumberedLayer]:
         norms = self._norms()
@@ -553,7 +612,10 @@ def build_model(cfg: ModelConfig) -> nn.Module:
     entry = registry.architecture(cfg.architecture)
     if entry.layer is not None:
         return DeepNet.from_config(cfg)
-    return registry.resolve(entry.model)(cfg)
+    model = registry.resolve(entry.model)(cfg)
+    if cfg.checkpoint and not getattr(model, "checkpoint", False):
+        raise ValueError(_no_checkpoint(cfg.model))
+    return model
 
 
 def _numbered_layers(model: nn.Module) -> list[NumberedLayer]:
