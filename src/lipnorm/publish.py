@@ -11,14 +11,14 @@ again from the committed files, so published numbers cannot drift from the code.
 - `runs.csv`: one row per run, the columns RUN_COLUMNS (the settings that identify a
   cell, the seed, status, metric name and test metric), sorted by RUN_KEYS;
 - gradients: `gradient_ratios.csv`, RUN_KEYS and `grad_ratio` (per run, the median
-  over logged epochs of max/min attention-layer gradient norm, `plots.gradient_ratios`);
+  over logged epochs of max/min attention-layer gradient norm, `analysis.gradient_ratios`);
 - lipschitz: `probe.csv` (`model, s, kind, estimate`, from `lipnorm probe`);
 - diagnose: `runs.csv` with the columns DIAGNOSE_RUN_COLUMNS instead (the settings
   that tell the grid, the α study and the authors' recipe apart, and the accuracies
   the diagnose table reads: `best_val_test`, `final_train`), sorted by
   DIAGNOSE_RUN_KEYS, and two restrictions of the aggregate tables the diagnose table
   is built from (`tables.BUILDER_INPUTS`), each row keyed by DIAGNOSE_RUN_KEYS:
-  `layerstats.csv` (`epoch, layer, metric, value`: the five `plots.LAYER_METRICS` of
+  `layerstats.csv` (`epoch, layer, metric, value`: the five `analysis.LAYER_METRICS` of
   each run's last attention layer, layer = depth, at its last logged epoch, i.e. one
   row per run and metric) and `gradnorms.csv` (`epoch, layer, kind, group,
   grad_norm`: each attention layer's gradient norm, group `all`, at the first logged
@@ -55,8 +55,7 @@ from lipnorm.aggregate import (
     ordered,
     seed_cells,
 )
-from lipnorm.io import atomic_dir
-from lipnorm.plots import (
+from lipnorm.analysis import (
     DEFAULT_RECIPE,
     DRAWN_AS_COMPLEMENT,
     FIGURES,
@@ -66,6 +65,7 @@ from lipnorm.plots import (
     recipe_label,
     recipes,
 )
+from lipnorm.io import atomic_dir
 from lipnorm.tables import (
     BUILDER_INPUTS,
     BUILDERS,
@@ -228,7 +228,7 @@ def last_layer_stats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> pd.DataFra
 def first_epoch_gradnorms(gradnorms: pd.DataFrame) -> pd.DataFrame:
     """The `gradnorms` rows (`run_dir, epoch, layer, kind, group, grad_norm`) of the
     attention layers (group `all`) at each run's first logged epoch whose max/min ratio
-    (`plots.gradient_ratios_by_epoch`) is not NaN: the ratio the diagnose table reads."""
+    (`analysis.gradient_ratios_by_epoch`) is not NaN: the ratio the diagnose table reads."""
     rows = gradnorms.loc[(gradnorms["kind"] == "attention") & (gradnorms["group"] == "all"),
                          ["run_dir", "epoch", "layer", "kind", "group", "grad_norm"]]
     ratios = gradient_ratios_by_epoch(rows).dropna().reset_index()
@@ -585,7 +585,7 @@ def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
             "Feature dropout": [number_text(d) for d in block["feat_drop"]],
             "Test, best val. (%)": block["test"].where(~bold, "**" + block["test"] + "**"),
             "Train, last epoch (%)": block["train"],
-            # As the figures draw them (the entropy as 1 - entropy, plots.LAYER_METRICS).
+            # As the figures draw them (the entropy as 1 - entropy, analysis.LAYER_METRICS).
             **{LAYER_METRICS[m]: (1.0 - block[m] if m in DRAWN_AS_COMPLEMENT else block[m]).map(_number)
                for m in metrics},
             "Gradient ratio, first epoch": block["grad_ratio"].map(_number),

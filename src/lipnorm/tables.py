@@ -20,14 +20,14 @@ import pandas as pd
 
 from lipnorm import remedies
 from lipnorm.aggregate import EXPERIMENTS, label, load_table, ordered, seed_cells
-from lipnorm.io import atomic_path
-from lipnorm.plots import (
+from lipnorm.analysis import (
     DEFAULT_RECIPE,
     diagnose_grid,
     gradient_ratios_by_epoch,
     last_epoch_stats,
     recipes,
 )
+from lipnorm.io import atomic_path
 
 TABLES: dict[str, list[str]] = {
     "depth": ["depth_accuracy_table", "missing_features_table"],
