@@ -778,15 +778,15 @@ def scaling_slopes(times: pd.DataFrame) -> pd.DataFrame:
 
 
 def _markdown(frame: pd.DataFrame, floatfmt: str = ".3g") -> str:
-    """A GitHub table without the optional `tabulate` dependency."""
+    """A GitHub table (`lipnorm.tables.markdown`) of `frame`, floats as `floatfmt`."""
+    from lipnorm.tables import markdown
+
     def cell(value):
         if isinstance(value, float):
             return "" if math.isnan(value) else format(value, floatfmt)
         return "" if value is None else str(value)
 
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines)
+    return "\n".join(markdown(frame.map(cell)))
 
 
 def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:
