@@ -273,6 +273,21 @@ def test_tables_and_publishing_load_no_plotting_library(module):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
+
+def test_markdown_writes_the_latex_cells_as_plain_text():
+    import pandas as pd
+
+    from lipnorm.tables import markdown
+
+    text = pd.DataFrame({"A": ["83.0 $\\pm$ 0.7 (n=3)", "--"],
+                         "B": ["$1.2 \\times 10^{-7}$", "diverged (1/3)"]},
+                        index=pd.Index(["x", "y"], name="Row"))
+    bold = np.array([[True, False], [False, True]])
+    assert markdown(text, bold, index=True) == [
+        "| Row | A | B |", "|---|---|---|",
+        "| x | **83.0 ± 0.7 (n=3)** | 1.2 × 10⁻⁷ |", "| y | – | **diverged (1/3)** |"]
+    assert markdown(text)[2] == "| 83.0 ± 0.7 (n=3) | 1.2 × 10⁻⁷ |"
+
 # --- diagnose -----------------------------------------------------------------------
 
 DIAGNOSE_HEAD = [
