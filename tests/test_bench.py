@@ -73,6 +73,36 @@ def test_bench_models_share_parameter_counts(small_graph):
     assert sizes["gt"] == sizes["gt-lip"] == sizes["gt-lip-official"] == sizes["pyg-transformer"]
 
 
+@pytest.mark.parametrize(("name", "model", "variant"),
+                         [("gat-lip-official", "gat-lip", "official"), ("gt", "gt", "paper")])
+def test_our_bench_models_are_the_models_lipnorm_trains(small_graph, name, model, variant):
+    from lipnorm.nn.models import ModelConfig, build_model
+
+    in_feats = small_graph.features.shape[1]
+    measured = bench.build_bench_model(name, in_feats, 3, 3, 4, 6).eval()
+    torch.manual_seed(0)
+    trained = build_model(ModelConfig(model=model, in_feats=in_feats, num_classes=3, depth=3, heads=4,
+                                      hidden=6, variant=variant).resolved()).eval()
+    assert type(measured) is type(trained)
+    torch.testing.assert_close(measured(small_graph.graph, small_graph.features),
+                               trained(small_graph.graph, small_graph.features), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("other", ["dgl-gat", "pyg-gat"])
+def test_competitor_models_are_ours_with_their_layers(small_graph, other):
+    """Our model with a competitor's attention layers, given our weights, computes our logits."""
+    impl = bench.implementations()[other]
+    in_feats = small_graph.features.shape[1]
+    ours = bench.build_bench_model("gat", in_feats, 3, 2, 4, 6).eval()
+    theirs = bench.build_bench_model(other, in_feats, 3, 2, 4, 6).eval()
+    theirs.input_fc.load_state_dict(ours.input_fc.state_dict())
+    theirs.output_fc.load_state_dict(ours.output_fc.state_dict())
+    for mine, layer in zip(ours.layers, theirs.layers):
+        _copy_gat_weights(mine, layer.layer if impl.edge_index else layer)
+    torch.testing.assert_close(theirs(small_graph.structure(impl), small_graph.features),
+                               ours(small_graph.graph, small_graph.features), rtol=1e-5, atol=1e-5)
+
+
 def test_saved_tensor_bytes_counts_each_storage_once():
     weight = torch.randn(4, 4, requires_grad=True)
     feat = torch.randn(10, 4, requires_grad=True)

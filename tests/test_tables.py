@@ -253,6 +253,41 @@ def test_tables_compile_with_pdflatex(depth, diagnose, tmp_path):
     assert (tmp_path / "doc.pdf").stat().st_size > 0
 
 
+
+@pytest.mark.parametrize("module", ["lipnorm.tables", "lipnorm.publish"])
+def test_tables_and_publishing_load_no_plotting_library(module):
+    """Writing a LaTeX table or publishing results needs no matplotlib or seaborn (the
+    analysis they share with the figures lives in lipnorm.analysis)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    import lipnorm
+
+    source = str(Path(lipnorm.__file__).parents[1])  # this checkout's src/, as imported here
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    probe = (f"import sys, {module}; print(sorted({{name.split('.')[0] for name in sys.modules}}"
+             " & {'matplotlib', 'seaborn'}))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_markdown_writes_the_latex_cells_as_plain_text():
+    import pandas as pd
+
+    from lipnorm.tables import markdown
+
+    text = pd.DataFrame({"A": ["83.0 $\\pm$ 0.7 (n=3)", "--"],
+                         "B": ["$1.2 \\times 10^{-7}$", "diverged (1/3)"]},
+                        index=pd.Index(["x", "y"], name="Row"))
+    bold = np.array([[True, False], [False, True]])
+    assert markdown(text, bold, index=True) == [
+        "| Row | A | B |", "|---|---|---|",
+        "| x | **83.0 ± 0.7 (n=3)** | 1.2 × 10⁻⁷ |", "| y | – | **diverged (1/3)** |"]
+    assert markdown(text)[2] == "| 83.0 ± 0.7 (n=3) | 1.2 × 10⁻⁷ |"
+
 # --- diagnose -----------------------------------------------------------------------
 
 DIAGNOSE_HEAD = [

@@ -1,9 +1,11 @@
 """Benchmarks: the cost of LipschitzNorm, side by side with DGL's and PyG's layers.
 
-Every implementation of a family runs inside the same deep model (`BenchNet`: input
-Linear, `depth` x [dropout -> attention layer (heads concatenated) -> ELU except after
-the last], output Linear; the dropouts of `lipnorm.nn.models`), so the only difference
-between two timings is the attention layer:
+Every implementation of a family runs inside the same deep model, the one `lipnorm
+train` trains (`lipnorm.nn.models.build_model`: input Linear, `depth` x [dropout ->
+attention layer (heads concatenated) -> ELU except after the last], output Linear, its
+dropouts): ours is that model as it is; DGL's and PyG's layers take the place of its
+attention layers (`build_bench_model`). So the only difference between two timings is
+the attention layer:
 
 - family "gat": our `GATConv` without norm (`gat`), with LipschitzNorm (`gat-lip`, the
   paper's normaliser; `gat-lip-official`, the authors' code's), `dgl.nn.GATConv`
@@ -82,10 +84,12 @@ EPOCH_PARTS = ("step", "epoch", "logged_epoch", "train_forward", "evaluate")
 
 
 class Implementation(NamedTuple):
-    family: str
+    family: str  # also the model whose attention layers a competitor's replace
     # (in_feats, out_feats, heads, attn_drop) -> layer called as layer(structure, h)
     make: Callable[[int, int, int, float], Any]
     edge_index: bool  # PyG layer: `structure` is the (2, E) edge index, else the DGLGraph
+    model: str | None = None  # ours: the model of `lipnorm.nn.models`; None: a competitor
+    variant: str = "paper"  # ours: the LipschitzNorm variant
 
 
 class Case(NamedTuple):
@@ -207,14 +211,16 @@ def implementations() -> dict[str, Implementation]:
     from lipnorm.nn.gt import GTConv
 
     return {
-        "gat": Implementation("gat", _ours(GATConv, norm="none"), False),
-        "gat-lip": Implementation("gat", _ours(GATConv, norm="lip", variant="paper"), False),
-        "gat-lip-official": Implementation("gat", _ours(GATConv, norm="lip", variant="official"), False),
+        "gat": Implementation("gat", _ours(GATConv, norm="none"), False, "gat"),
+        "gat-lip": Implementation("gat", _ours(GATConv, norm="lip", variant="paper"), False, "gat-lip"),
+        "gat-lip-official": Implementation(
+            "gat", _ours(GATConv, norm="lip", variant="official"), False, "gat-lip", "official"),
         "dgl-gat": Implementation("gat", _dgl_gat, False),
         "pyg-gat": Implementation("gat", _pyg_gat, True),
-        "gt": Implementation("gt", _ours(GTConv, norm="none"), False),
-        "gt-lip": Implementation("gt", _ours(GTConv, norm="lip", variant="paper"), False),
-        "gt-lip-official": Implementation("gt", _ours(GTConv, norm="lip", variant="official"), False),
+        "gt": Implementation("gt", _ours(GTConv, norm="none"), False, "gt"),
+        "gt-lip": Implementation("gt", _ours(GTConv, norm="lip", variant="paper"), False, "gt-lip"),
+        "gt-lip-official": Implementation(
+            "gt", _ours(GTConv, norm="lip", variant="official"), False, "gt-lip", "official"),
         "pyg-transformer": Implementation("gt", _pyg_transformer, True),
     }
 
@@ -230,52 +236,27 @@ def require_pyg() -> None:
         ) from None
 
 
-def _bench_net_class():
-    import torch.nn.functional as F
+def build_bench_model(name: str, in_feats: int, num_classes: int, depth: int, heads: int, hidden: int):
+    """The bench model of implementation `name`, initialised from seed 0: ours, the model
+    `lipnorm train` builds (`lipnorm.nn.models.build_model`); a competitor, the model of
+    its family (`gat`, `gt`) with the competitor's layers in place of the attention layers."""
+    import torch
     from torch import nn
 
-    class BenchNet(nn.Module):
-        """Input Linear, `depth` attention layers (heads concatenated, ELU between), output Linear."""
-
-        def __init__(self, make_layer, in_feats, num_classes, depth, heads, hidden, feat_drop, attn_drop):
-            super().__init__()
-            width = heads * hidden
-            self.feat_drop = feat_drop
-            self.input_fc = nn.Linear(in_feats, width)
-            self.layers = nn.ModuleList(make_layer(width, hidden, heads, attn_drop) for _ in range(depth))
-            self.output_fc = nn.Linear(width, num_classes)
-
-        def forward(self, structure, feat):
-            h = self.input_fc(feat)
-            for i, layer in enumerate(self.layers):
-                h = F.dropout(h, p=self.feat_drop, training=self.training)
-                h = layer(structure, h).flatten(1)
-                if i < len(self.layers) - 1:
-                    h = F.elu(h)
-            return self.output_fc(h)
-
-    return BenchNet
-
-
-def dropouts(family: str) -> tuple[float, float]:
-    """(feature, attention) dropout of our deep models of that family."""
-    from lipnorm.nn.models import ModelConfig
-
-    cfg = ModelConfig(model=family, in_feats=1, num_classes=2).resolved()
-    return cfg.feat_drop, cfg.attn_drop
-
-
-def build_bench_model(name: str, in_feats: int, num_classes: int, depth: int, heads: int, hidden: int):
-    """The bench model of implementation `name`, initialised from seed 0."""
-    import torch
+    from lipnorm.nn.models import ModelConfig, build_model
 
     impls = implementations()
     if name not in impls:
         raise ValueError(f"unknown implementation {name!r}; allowed: {', '.join(impls)}")
     impl = impls[name]
-    feat_drop, attn_drop = dropouts(impl.family)
+    config = ModelConfig(model=impl.model or impl.family, in_feats=in_feats, num_classes=num_classes,
+                         depth=depth, heads=heads, hidden=hidden, variant=impl.variant).resolved()
     torch.manual_seed(0)
-    return _bench_net_class()(impl.make, in_feats, num_classes, depth, heads, hidden, feat_drop, attn_drop)
+    model = build_model(config)
+    if impl.model is None:
+        model.layers = nn.ModuleList(
+            impl.make(heads * hidden, hidden, heads, config.attn_drop) for _ in range(depth))
+    return model
 
 
 class Graph(NamedTuple):
@@ -778,15 +759,15 @@ def scaling_slopes(times: pd.DataFrame) -> pd.DataFrame:
 
 
 def _markdown(frame: pd.DataFrame, floatfmt: str = ".3g") -> str:
-    """A GitHub table without the optional `tabulate` dependency."""
+    """A GitHub table (`lipnorm.tables.markdown`) of `frame`, floats as `floatfmt`."""
+    from lipnorm.tables import markdown
+
     def cell(value):
         if isinstance(value, float):
             return "" if math.isnan(value) else format(value, floatfmt)
         return "" if value is None else str(value)
 
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines)
+    return "\n".join(markdown(frame.map(cell)))
 
 
 def write_figure(times: pd.DataFrame, folder: Path) -> list[Path]:

@@ -47,10 +47,9 @@ def check_device(text: str) -> str:
 
 def dgl_has_cuda() -> bool:
     """Whether the installed DGL was built with CUDA (its CUDA device API is registered)."""
-    import dgl  # noqa: F401  (loads libdgl, which registers the device APIs)
-    from dgl._ffi.function import get_global_func
+    from lipnorm.dgl_private import has_device_api  # loads libdgl, which registers them
 
-    return get_global_func("device_api.cuda", allow_missing=True) is not None
+    return has_device_api("cuda")
 
 
 def cuda_problem(index: int | None = None) -> str | None:

@@ -40,11 +40,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import dgl
-import dgl.backend.pytorch.sparse as dgl_sparse
 import pandas as pd
 import torch
 from torch import nn
 
+from lipnorm.dgl_private import twice_differentiable_edge_softmax
 from lipnorm.io import atomic_path, write_parquet
 from lipnorm.nn.gat import GATConv
 from lipnorm.nn.gt import GTConv
@@ -66,19 +66,6 @@ PROBE_HEADS = 2
 PROBE_HIDDEN = 4
 
 
-class _TwiceDifferentiableEdgeSoftmax(dgl_sparse.EdgeSoftmax):
-    """DGL's edge softmax with a backward that autograd can differentiate again."""
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        gidx = ctx.backward_cache
-        (out,) = ctx.saved_tensors
-        weighted = out * grad_out
-        total = dgl_sparse.gspmm(gidx, "copy_rhs", "sum", None, weighted)
-        grad_score = weighted - dgl_sparse.gsddmm(gidx, "mul", out, total, "e", "v")
-        return None, grad_score, None, None
-
-
 @contextlib.contextmanager
 def _probe_context() -> Iterator[None]:
     """The twice-differentiable edge softmax, on one thread.
@@ -86,13 +73,12 @@ def _probe_context() -> Iterator[None]:
     The probe's products are tiny: on a busy machine, threads cost far more than they
     save (tens of times slower on 2 shared cores).
     """
-    original, threads = dgl_sparse.EdgeSoftmax, torch.get_num_threads()
-    dgl_sparse.EdgeSoftmax = _TwiceDifferentiableEdgeSoftmax
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with twice_differentiable_edge_softmax():
+            yield
     finally:
-        dgl_sparse.EdgeSoftmax = original
         torch.set_num_threads(threads)
 
 

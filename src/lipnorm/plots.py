@@ -41,19 +41,20 @@ from lipnorm.aggregate import (  # noqa: E402
     seed_cells,
 )
 from lipnorm import registry, remedies  # noqa: E402
+from lipnorm.analysis import (  # noqa: E402
+    DEFAULT_RECIPE,
+    DRAWN_AS_COMPLEMENT,
+    FIGURES,
+    LAYER_METRICS,
+    NORM_FLOOR,
+    diagnose_grid,
+    gradient_ratios,
+    last_epoch_stats,
+    layer_gradient_norms,
+    recipe_label,
+    recipes,
+)
 from lipnorm.io import atomic_path  # noqa: E402
-
-FIGURES: dict[str, list[str]] = {
-    "depth": ["depth_accuracy"],
-    "gradients": ["gradient_heatmaps", "gradient_ratio", "training_curves"],
-    "alpha": ["alpha_accuracy"],
-    "transformer": ["transformer_accuracy"],
-    "lipschitz": ["lipschitz_probe"],
-    "classic": [],
-    "diagnose": ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"],
-    "remedies": ["remedies_accuracy", "remedies_mad"],
-}
-
 
 
 def __getattr__(name: str):
@@ -76,9 +77,6 @@ STYLE = {
     "lines.markersize": 3,
     "pdf.fonttype": 42,  # embed TrueType so the PDF text stays editable
 }
-# Norms below float32's smallest normal number are rounding noise, not a measurement;
-# flooring them keeps the max/min ratio finite.
-NORM_FLOOR = float(np.finfo(np.float32).tiny)
 DEPTH_LABEL = "Depth (layers)"
 CMAP = "viridis"
 PNG_DPI = 200  # the PDF is the vector original; the PNG serves the HTML report
@@ -209,15 +207,6 @@ def accuracy_vs_alpha(runs: pd.DataFrame) -> Figure:
     )
 
 
-def _layer_norms(gradnorms: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
-    """Norm of all of a layer's parameters per run and epoch (group `all`; the
-    `kinds` parts of one layer index combine as the root of the sum of squares)."""
-    rows = gradnorms[(gradnorms["group"] == "all") & gradnorms["kind"].isin(kinds)]
-    squared = rows.assign(sq=rows["grad_norm"].astype(float) ** 2)
-    norms = squared.groupby(["run_dir", "epoch", "layer"], as_index=False)["sq"].sum()
-    return norms.assign(grad_norm=np.sqrt(norms.pop("sq")))
-
-
 def _spaced_ticks(values: pd.Index, most: int = 5) -> tuple[np.ndarray, list[str]]:
     """Heatmap tick positions (cell centres) and labels for at most `most` evenly spaced values."""
     picked = np.unique(np.linspace(0, len(values) - 1, min(most, len(values))).round().astype(int))
@@ -230,7 +219,7 @@ def gradient_heatmaps(runs: pd.DataFrame, gradnorms: pd.DataFrame) -> Figure:
     median over the seeds that did not diverge. Rows: depths; columns: dataset × model."""
     cells = seed_cells(runs, ["dataset", "depth", "model"])
     ok = runs.loc[runs["status"] == "ok"]
-    norms = _layer_norms(gradnorms[gradnorms["run_dir"].isin(ok["run_dir"])],
+    norms = layer_gradient_norms(gradnorms[gradnorms["run_dir"].isin(ok["run_dir"])],
                          ("input", "attention", "output"))
     norms = norms.merge(ok[["run_dir", "dataset", "depth", "model"]], on="run_dir")
     positive = norms["grad_norm"][np.isfinite(norms["grad_norm"]) & (norms["grad_norm"] > 0)]
@@ -268,21 +257,6 @@ def gradient_heatmaps(runs: pd.DataFrame, gradnorms: pd.DataFrame) -> Figure:
     fig.colorbar(ScalarMappable(norm=colour, cmap=CMAP), cax=fig.add_subplot(grid[:, -1]),
                  label="Gradient norm")
     return fig
-
-
-def gradient_ratios_by_epoch(gradnorms: pd.DataFrame) -> pd.Series:
-    """Per run and logged epoch (index `run_dir, epoch`, sorted): max/min over attention
-    layers of the layer's gradient norm (group `all`); norms are floored at NORM_FLOOR."""
-    norms = _layer_norms(gradnorms, ("attention",))
-    floored = norms["grad_norm"].clip(lower=NORM_FLOOR)
-    per_epoch = floored.groupby([norms["run_dir"], norms["epoch"]])
-    return (per_epoch.max() / per_epoch.min()).rename("grad_ratio")
-
-
-def gradient_ratios(gradnorms: pd.DataFrame) -> pd.Series:
-    """Per run: the median over logged epochs of `gradient_ratios_by_epoch`."""
-    ratio = gradient_ratios_by_epoch(gradnorms)
-    return ratio.groupby(level="run_dir").median().rename("grad_ratio")
 
 
 @_styled
@@ -424,44 +398,12 @@ def epoch_time_vs_edges(times: pd.DataFrame) -> Figure:
 
 # --- diagnose: per-layer representation statistics (layerstats) --------------------
 
-# Metric of `layerstats.parquet` -> axis label; rows of panels in this order, all on log
-# axes. The attention entropy is drawn as 1 - entropy, its distance from uniform
-# attention: measured entropies sit within 1e-2 of 1, where a [0, 1] axis shows nothing.
-LAYER_METRICS = {
-    "dirichlet_energy": "Dirichlet energy",
-    "mean_average_distance": "MAD",
-    "rayleigh_quotient": "Rayleigh quotient",
-    "attention_entropy": "1 − attention entropy",
-    "output_norm": "Output norm",
-}
-DRAWN_AS_COMPLEMENT = ("attention_entropy",)
 # Floor of 1 - entropy: entropies are computed from float32 attention, so 1 - entropy
 # below ~1e-7 is rounding (an exact 0 is common), not a measured distance.
 COMPLEMENT_FLOOR = 1e-7
 # Line style per feature-dropout rate, largest rate first (solid, dashed, ...).
 DROPOUT_DASHES = ("", (4, 1.5), (1, 1.5), (4, 1.5, 1, 1.5))
 DROPOUT_STYLES = ("-", "--", ":", "-.")
-DEFAULT_RECIPE = "lipnorm"  # runs of aggregates without a `recipe` setting
-
-
-def recipes(runs: pd.DataFrame) -> pd.Series:
-    """Each run's training recipe: `recipe` (DEFAULT_RECIPE where absent or empty)."""
-    if "recipe" not in runs.columns:
-        return pd.Series(DEFAULT_RECIPE, index=runs.index, name="recipe")
-    return runs["recipe"].fillna(DEFAULT_RECIPE)
-
-
-def diagnose_grid(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of the diagnose grid proper (model × depth × feature dropout × seed):
-    this pipeline's recipe at α = 1 (the α study and the authors' recipe are extra)."""
-    return runs.loc[(recipes(runs) == DEFAULT_RECIPE) & (runs["alpha"] == 1)]
-
-
-def last_epoch_stats(layerstats: pd.DataFrame) -> pd.DataFrame:
-    """The rows of each run's last logged epoch (`lipnorm train` always logs the last
-    epoch it ran, unless the run diverged)."""
-    last = layerstats.groupby("run_dir")["epoch"].transform("max")
-    return layerstats.loc[layerstats["epoch"] == last]
 
 
 def _stats_of(runs: pd.DataFrame, layerstats: pd.DataFrame, settings: list[str]) -> pd.DataFrame:
@@ -594,13 +536,6 @@ def alpha_colours(alphas: list) -> dict:
 
 
 RECIPE_COLOUR = "#000000"  # the authors' recipe in the α figure
-
-
-def recipe_label(row: pd.Series) -> str:
-    """`GAT-Lip, authors' recipe (8×64, dropout 0.6, 100 epochs)` for a run of another
-    recipe."""
-    return (f"{label('model', row['model'])}, authors' recipe ({row['heads']}×{row['hidden']}, "
-            f"dropout {row['feat_drop']:g}, {row['epochs']} epochs)")
 
 
 @_styled

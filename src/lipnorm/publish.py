@@ -11,14 +11,14 @@ again from the committed files, so published numbers cannot drift from the code.
 - `runs.csv`: one row per run, the columns RUN_COLUMNS (the settings that identify a
   cell, the seed, status, metric name and test metric), sorted by RUN_KEYS;
 - gradients: `gradient_ratios.csv`, RUN_KEYS and `grad_ratio` (per run, the median
-  over logged epochs of max/min attention-layer gradient norm, `plots.gradient_ratios`);
+  over logged epochs of max/min attention-layer gradient norm, `analysis.gradient_ratios`);
 - lipschitz: `probe.csv` (`model, s, kind, estimate`, from `lipnorm probe`);
 - diagnose: `runs.csv` with the columns DIAGNOSE_RUN_COLUMNS instead (the settings
   that tell the grid, the α study and the authors' recipe apart, and the accuracies
   the diagnose table reads: `best_val_test`, `final_train`), sorted by
   DIAGNOSE_RUN_KEYS, and two restrictions of the aggregate tables the diagnose table
   is built from (`tables.BUILDER_INPUTS`), each row keyed by DIAGNOSE_RUN_KEYS:
-  `layerstats.csv` (`epoch, layer, metric, value`: the five `plots.LAYER_METRICS` of
+  `layerstats.csv` (`epoch, layer, metric, value`: the five `analysis.LAYER_METRICS` of
   each run's last attention layer, layer = depth, at its last logged epoch, i.e. one
   row per run and metric) and `gradnorms.csv` (`epoch, layer, kind, group,
   grad_norm`: each attention layer's gradient norm, group `all`, at the first logged
@@ -39,7 +39,6 @@ from the small aggregates: a table older than its aggregate is refused.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -55,8 +54,7 @@ from lipnorm.aggregate import (
     ordered,
     seed_cells,
 )
-from lipnorm.io import atomic_dir
-from lipnorm.plots import (
+from lipnorm.analysis import (
     DEFAULT_RECIPE,
     DRAWN_AS_COMPLEMENT,
     FIGURES,
@@ -66,16 +64,19 @@ from lipnorm.plots import (
     recipe_label,
     recipes,
 )
+from lipnorm.io import atomic_dir
 from lipnorm.tables import (
     BUILDER_INPUTS,
     BUILDERS,
     DIAGNOSE_STATS,
     EMPTY,
+    MARKDOWN_EMPTY,
     TABLES,
     best_depths,
     cell_texts,
     classic_table,
     format_cell,
+    markdown,
     number_cell,
     number_text,
     remedies_comparison,
@@ -113,8 +114,6 @@ DIAGNOSE_FILES = {
     "layerstats": (LAYERSTATS_FILE, LAYERSTATS_COLUMNS),
     "gradnorms": (GRADNORMS_FILE, GRADNORMS_COLUMNS),
 }
-LATEX_PM = "$\\pm$"
-MISSING = "–"  # a combination without runs
 
 
 # Experiment -> (the columns that identify a run, every column) of its stored `runs.csv`,
@@ -228,7 +227,7 @@ def last_layer_stats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> pd.DataFra
 def first_epoch_gradnorms(gradnorms: pd.DataFrame) -> pd.DataFrame:
     """The `gradnorms` rows (`run_dir, epoch, layer, kind, group, grad_norm`) of the
     attention layers (group `all`) at each run's first logged epoch whose max/min ratio
-    (`plots.gradient_ratios_by_epoch`) is not NaN: the ratio the diagnose table reads."""
+    (`analysis.gradient_ratios_by_epoch`) is not NaN: the ratio the diagnose table reads."""
     rows = gradnorms.loc[(gradnorms["kind"] == "attention") & (gradnorms["group"] == "all"),
                          ["run_dir", "epoch", "layer", "kind", "group", "grad_norm"]]
     ratios = gradient_ratios_by_epoch(rows).dropna().reset_index()
@@ -348,22 +347,6 @@ def _media(experiment: str) -> list[str]:
 
 # --- markdown ---------------------------------------------------------------------
 
-def _table(frame: pd.DataFrame) -> list[str]:
-    """A GitHub pipe table of the string frame (its index is not printed)."""
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |",
-             "|" + "|".join("---" for _ in frame.columns) + "|"]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in frame.itertuples(index=False)]
-    return lines
-
-
-def _cell(mean: float, std: float, n: int, n_diverged: int) -> str:
-    return format_cell(mean, std, n, n_diverged).replace(LATEX_PM, "±")
-
-
-def _cell_texts(cells: pd.DataFrame) -> list[str]:
-    return [text.replace(LATEX_PM, "±") for text in cell_texts(cells)]
-
-
 def _paper_order(column: pd.Series) -> pd.Series:
     """Sort key: datasets and models in the paper's order, anything else by value."""
     if column.name not in ("dataset", "model"):
@@ -374,17 +357,17 @@ def _paper_order(column: pd.Series) -> pd.Series:
 def _by_model(cells: pd.DataFrame, rows: list[str], names: list[str], bold: bool) -> list[str]:
     """A table of `cells["text"]`: rows `rows` (headed `names`), one column per model in
     the paper's order; with `bold`, the best mean of each row is bold."""
-    cells = cells.copy()
-    if bold:
-        marked = cells["mean"].eq(cells.groupby(rows)["mean"].transform("max"))
-        cells.loc[marked, "text"] = "**" + cells.loc[marked, "text"] + "**"
     models = ordered("model", cells["model"])
-    grid = cells.pivot(index=rows, columns="model", values="text").reindex(columns=models)
-    grid = grid.fillna(MISSING).reset_index().sort_values(rows, key=_paper_order)
-    for row in rows:
-        grid[row] = [label(row, v) if row == "dataset" else number_text(v) for v in grid[row]]
-    grid.columns = [*names, *(label("model", m) for m in models)]
-    return _table(grid)
+    grid, means = (cells.pivot(index=rows, columns="model", values=values).reindex(columns=models)
+                   .reset_index().sort_values(rows, key=_paper_order) for values in ("text", "mean"))
+    means = means[models].astype(float)
+    marked = means.eq(means.max(axis=1), axis=0).to_numpy() if bold else None
+    index = pd.MultiIndex.from_arrays(
+        [[label(row, v) if row == "dataset" else number_text(v) for v in grid[row]] for row in rows],
+        names=names)
+    text = grid[models].fillna(EMPTY).set_axis(index)
+    text.columns = [label("model", m) for m in models]
+    return markdown(text, marked, index=True)
 
 
 def _metric(runs: pd.DataFrame) -> str:
@@ -411,7 +394,7 @@ def _blocks(cells: pd.DataFrame, keys: list[str]):
 def _accuracy_by_depth(runs: pd.DataFrame) -> list[str]:
     """Per dataset and missing rate: depth (rows) × model; bold: the best model per depth."""
     cells = seed_cells(runs, ["dataset", "missing_rate", "model", "depth"])
-    cells["text"] = _cell_texts(cells)
+    cells["text"] = cell_texts(cells)
     lines = [f"Test {_metric(runs)} (%) per depth. {_counts(runs)} Bold: the best model at each depth."]
     for (dataset, rate), block in _blocks(cells, ["dataset", "missing_rate"]):
         lines += ["", f"### {label('dataset', dataset)}, {number_text(rate)}% missing features", ""]
@@ -423,7 +406,7 @@ def _depth_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     best = best_depths(runs)
     best["text"] = [
         text if depth == EMPTY else f"{text} at L={depth}"
-        for text, depth in zip(_cell_texts(best), best["depth"])
+        for text, depth in zip(cell_texts(best), best["depth"])
     ]
     return [
         *_accuracy_by_depth(runs),
@@ -447,7 +430,7 @@ def _gradients_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     )
     cells = cells.merge(geometric.reset_index(), on=["dataset", "model", "depth"])
     cells["text"] = [
-        f"{ratio:#.3g} (n={n})" if valid else _cell(np.nan, np.nan, n, k)
+        f"{ratio:#.3g} (n={n})" if valid else format_cell(np.nan, np.nan, n, k)
         for ratio, n, k, valid in cells[["grad_ratio", "n", "n_diverged", "valid"]].itertuples(index=False)
     ]
     lines = [
@@ -470,8 +453,8 @@ def _alpha_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         rank = block["mean"].rank(ascending=False, method="min")
         rows = pd.DataFrame({
             "α": [number_text(a) for a in block["alpha"]],
-            "Test (%)": _cell_texts(block),
-            "Rank": [MISSING if np.isnan(r) else str(int(r)) for r in rank],
+            "Test (%)": cell_texts(block),
+            "Rank": [EMPTY if np.isnan(r) else str(int(r)) for r in rank],
         })
         at_one = block["alpha"] == 1
         ranked = int(rank.notna().sum())
@@ -482,7 +465,7 @@ def _alpha_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         else:
             verdict = f"α = 1 ranks {int(rank[at_one].iloc[0])} of {ranked}."
         lines += ["", f"### {label('dataset', dataset)}, {label('model', model)}, {depth} layers",
-                  "", *_table(rows), "", verdict]
+                  "", *markdown(rows), "", verdict]
     return lines
 
 
@@ -501,32 +484,17 @@ def _lipschitz_section(folder: Path, runs: None) -> list[str]:
         text = grid.map(lambda v: f"{v:.4g}")
         text.columns = [f"s = {number_text(s)}" for s in grid.columns]
         text.insert(0, "Model", [label("model", m) for m in models])
-        lines += ["", f"### {kind} inputs", "", *_table(text)]
+        lines += ["", f"### {kind} inputs", "", *markdown(text)]
     return lines
 
 
 def _classic_section(folder: Path, runs: pd.DataFrame) -> list[str]:
-    text, _ = classic_table(runs)
-    text = text.map(lambda cell: MISSING if cell == EMPTY else cell.replace(LATEX_PM, "±"))
     return [
         f"Classic two-layer GAT, test {_metric(runs)} (%). {_counts(runs)} Published: "
         "Veličković et al. (2018), Table 2.",
         "",
-        *_table(text.reset_index()),
+        *markdown(*classic_table(runs), index=True),
     ]
-
-
-# Superscripts of a power of ten, as the README prints them (10⁻⁷).
-SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _number(value: float) -> str:
-    """`tables.number_cell` in markdown: `1.2 × 10⁻⁷` for its LaTeX, MISSING for NaN."""
-    text = number_cell(value)
-    if text == EMPTY:
-        return MISSING
-    power = re.fullmatch(r"\$(\S+) \\times 10\^\{(-?\d+)\}\$", text)
-    return f"{power[1]} × 10{power[2].translate(SUPERSCRIPTS)}" if power else text
 
 
 def _diagnose_row_label(row) -> str:
@@ -552,7 +520,7 @@ def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         seeds["grad_ratio"].agg(lambda r: float(np.exp(np.mean(np.log(r))))))
     test = seed_cells(runs.assign(test_metric=runs["best_val_test"]), keys)
     train = seed_cells(runs.assign(test_metric=runs["final_train"]), keys)
-    cells = test[[*keys, "valid", "mean"]].assign(test=_cell_texts(test), train=_cell_texts(train))
+    cells = test[[*keys, "valid", "mean"]].assign(test=cell_texts(test), train=cell_texts(train))
     cells = cells.merge(means.reset_index(), on=keys, how="left", validate="one_to_one")
     cells.loc[~cells["valid"], [*metrics, "grad_ratio"]] = np.nan  # not averaged, as the table
     cells["grid"] = (cells["recipe"] == DEFAULT_RECIPE) & (cells["alpha"] == 1)
@@ -570,7 +538,7 @@ def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         f"last logged epoch (`diagnose/{LAYERSTATS_FILE}`): mean over seeds. Gradient "
         "ratio: max/min over attention layers of the layer's gradient norm at the first "
         f"logged epoch (`diagnose/{GRADNORMS_FILE}`), geometric mean over seeds. A cell with "
-        f"a diverged seed has no mean ({MISSING}). {_counts(runs)} Bold: the best test "
+        f"a diverged seed has no mean ({MARKDOWN_EMPTY}). {_counts(runs)} Bold: the best test "
         f"{metric} of the grid at each depth."
     ]
     for (dataset, rate, depth), block in _blocks(cells, ["dataset", "missing_rate", "depth"]):
@@ -583,15 +551,17 @@ def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         rows = pd.DataFrame({
             "Model": block["row"],
             "Feature dropout": [number_text(d) for d in block["feat_drop"]],
-            "Test, best val. (%)": block["test"].where(~bold, "**" + block["test"] + "**"),
+            "Test, best val. (%)": block["test"],
             "Train, last epoch (%)": block["train"],
-            # As the figures draw them (the entropy as 1 - entropy, plots.LAYER_METRICS).
-            **{LAYER_METRICS[m]: (1.0 - block[m] if m in DRAWN_AS_COMPLEMENT else block[m]).map(_number)
+            # As the figures draw them (the entropy as 1 - entropy, analysis.LAYER_METRICS).
+            **{LAYER_METRICS[m]: (1.0 - block[m] if m in DRAWN_AS_COMPLEMENT else block[m]).map(number_cell)
                for m in metrics},
-            "Gradient ratio, first epoch": block["grad_ratio"].map(_number),
+            "Gradient ratio, first epoch": block["grad_ratio"].map(number_cell),
         })
+        marked = np.zeros(rows.shape, dtype=bool)
+        marked[:, rows.columns.get_loc("Test, best val. (%)")] = bold.to_numpy()
         lines += ["", f"### {label('dataset', dataset)}, {number_text(rate)}% missing features, "
-                  f"{number_text(depth)} layers", "", *_table(rows)]
+                  f"{number_text(depth)} layers", "", *markdown(rows, marked)]
     return lines
 
 
@@ -601,7 +571,6 @@ def _values(runs: pd.DataFrame, column: str) -> str:
 
 def _remedies_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     text, bold = remedies_comparison(runs)
-    text = text.where(~bold, "**" + text + "**")
     text.columns = [f"{dataset}: {source}" for dataset, source in text.columns]
     selection = remedies_selection(runs)
     selection.columns = [f"{head}: {name}" for head, name in selection.columns]
@@ -619,14 +588,14 @@ def _remedies_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         "their depth the best they report, not chosen by validation accuracy as here. "
         "Bold: the best of ours per dataset.",
         "",
-        *_table(text.reset_index()),
+        *markdown(text, bold, index=True),
         "",
         "### Depth chosen by validation vs by test",
         "",
         "Choosing the depth by the mean test accuracy instead looks at the test set; its "
         "gain over the validation choice is how optimistic that report would be.",
         "",
-        *_table(selection.reset_index()),
+        *markdown(selection, index=True),
     ]
 
 

@@ -6,12 +6,16 @@ which any seed diverged reads `diverged (k/N)` and takes no part in the averages
 the bold: the mean of the survivors alone would flatter the setting. Bold marks the
 best mean of the question the table asks (see each builder). The diagnose table adds
 cells of per-layer statistics (`number_cell`: plain, or scientific when tiny or huge).
+
+The same (text, bold) frames render as Markdown (`markdown`: GitHub pipe tables, the
+cells' LaTeX as plain text), which `lipnorm publish` writes into its `summary.md`.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,14 +24,14 @@ import pandas as pd
 
 from lipnorm import remedies
 from lipnorm.aggregate import EXPERIMENTS, label, load_table, ordered, seed_cells
-from lipnorm.io import atomic_path
-from lipnorm.plots import (
+from lipnorm.analysis import (
     DEFAULT_RECIPE,
     diagnose_grid,
     gradient_ratios_by_epoch,
     last_epoch_stats,
     recipes,
 )
+from lipnorm.io import atomic_path
 
 TABLES: dict[str, list[str]] = {
     "depth": ["depth_accuracy_table", "missing_features_table"],
@@ -91,6 +95,38 @@ def render(text: pd.DataFrame, bold: np.ndarray) -> str:
         multirow_align="naive",
         multicol_align="c",
     )
+
+
+MARKDOWN_EMPTY = "–"  # EMPTY as plain text; the remedies tables' texts use it too
+# Superscripts of a power of ten, as the README prints them (10⁻⁷).
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def markdown_cell(text: str) -> str:
+    """A cell as Markdown: the LaTeX of this module's cells as plain text (`$\\pm$` as
+    `±`, EMPTY as MARKDOWN_EMPTY, `number_cell`'s `$1.2 \\times 10^{-7}$` as
+    `1.2 × 10⁻⁷`); any other text as it is."""
+    if text == EMPTY:
+        return MARKDOWN_EMPTY
+    power = re.fullmatch(r"\$(\S+) \\times 10\^\{(-?\d+)\}\$", text)
+    if power:
+        return f"{power[1]} × 10{power[2].translate(SUPERSCRIPTS)}"
+    return text.replace("$\\pm$", "±")
+
+
+def markdown(text: pd.DataFrame, bold: np.ndarray | None = None, index: bool = False) -> list[str]:
+    """The lines of a GitHub pipe table of the string frame `text`: its column names as
+    the header, each cell through `markdown_cell`, `**bold**` where `bold` is True;
+    with `index`, the index levels first (headed by their names), never bold."""
+    cells = text.map(lambda cell: markdown_cell(str(cell)))
+    if bold is not None:
+        cells = cells.where(~np.asarray(bold, dtype=bool), "**" + cells + "**")
+    if index:
+        cells = cells.reset_index()
+    lines = ["| " + " | ".join(map(str, cells.columns)) + " |",
+             "|" + "|".join("---" for _ in cells.columns) + "|"]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in cells.itertuples(index=False)]
+    return lines
 
 
 def _with_labels(cells: pd.DataFrame) -> pd.DataFrame:
@@ -433,8 +469,9 @@ def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _latex_texts(text: pd.DataFrame) -> pd.DataFrame:
-    """Plain cell texts as LaTeX: `±` as `$\\pm$`, `–` (no result) as EMPTY."""
-    return text.map(lambda cell: EMPTY if cell == "–" else cell.replace(" ± ", " $\\pm$ "))
+    """Plain cell texts as LaTeX (`markdown_cell` the other way): `±` as `$\\pm$`,
+    MARKDOWN_EMPTY (no result) as EMPTY."""
+    return text.map(lambda cell: EMPTY if cell == MARKDOWN_EMPTY else cell.replace(" ± ", " $\\pm$ "))
 
 
 def remedies_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:

@@ -740,7 +740,7 @@ class Trainer:
         self.optimizer.step()
         return StepResult(loss.detach(), grad_norms, output_norms)
 
-    # no_grad, not inference_mode: the latter measured no faster (benchmarks/eval_modes.py).
+    # no_grad, not inference_mode: the latter measured no faster (docs/performance.md, Evaluation forward).
     @torch.no_grad()
     def evaluate(self, layer_stats: bool = False) -> torch.Tensor:
         """`(val_loss, train_metric, val_metric, test_metric)` in eval mode, as a float64

@@ -55,7 +55,7 @@ rule probe:
 
 
 # One rule per experiment: each writes its own list of files (lipnorm.tables.TABLES,
-# lipnorm.plots.FIGURES), each shown in the report with its caption. Tables and
+# lipnorm.analysis.FIGURES), each shown in the report with its caption. Tables and
 # figures are cheap: they run beside Snakemake (localrule), not as cluster jobs.
 for experiment in EXPERIMENTS:
     if TABLES[experiment]:

@@ -9,7 +9,7 @@ from snakemake.utils import validate
 
 from lipnorm import grid, numbers, registry
 from lipnorm.aggregate import AGGREGATE_TABLES
-from lipnorm.plots import FIGURES
+from lipnorm.analysis import FIGURES
 from lipnorm.tables import TABLES
 
 # `make run` calls .venv/bin/snakemake without activating the venv: the `lipnorm`

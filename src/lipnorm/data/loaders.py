@@ -52,7 +52,8 @@ def _raw_feature_citation_dataset() -> type:
     `tx` stacked, test rows put in graph order, CiteSeer's missing test rows added as
     zeros) and then calls the module function `_preprocess_features`, which row-normalises
     and densifies. This subclass runs that same `process()` with `_preprocess_features`
-    replaced, for the duration of the call, by `_dense_rows` (densify only), so nothing
+    replaced, for the duration of the call, by `_dense_rows` (densify only;
+    `lipnorm.dgl_private.citation_features_replaced`), so nothing
     of the file parsing is re-implemented here. Its processed cache has its own name
     (`<name>_dgl_graph_raw_features.bin`/`.pkl` beside DGL's), so the normalised cache is
     never touched. The swap is of a module global, so it assumes no other thread is
@@ -60,7 +61,9 @@ def _raw_feature_citation_dataset() -> type:
     lock). If a DGL version stops calling `_preprocess_features`, processing fails rather
     than silently returning normalised rows.
     """
-    from dgl.data import CitationGraphDataset, citation_graph
+    from dgl.data import CitationGraphDataset
+
+    from lipnorm.dgl_private import citation_features_replaced
 
     class RawFeatureCitationGraphDataset(CitationGraphDataset):
         @property
@@ -74,12 +77,8 @@ def _raw_feature_citation_dataset() -> type:
                 calls.append(1)
                 return _dense_rows(features)
 
-            original = citation_graph._preprocess_features
-            citation_graph._preprocess_features = dense_rows
-            try:
+            with citation_features_replaced(dense_rows):
                 super().process()
-            finally:
-                citation_graph._preprocess_features = original
             if len(calls) != 1:
                 raise RuntimeError(
                     f"dgl.data.citation_graph.process() called _preprocess_features {len(calls)} "

@@ -32,8 +32,9 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import dgl
-import dgl.backend.pytorch.sparse as dgl_sparse
 import torch
+
+from lipnorm.dgl_private import graph_structure, gsddmm, gspmm, reverse_structure
 
 __all__ = ["neighbour_weighted_sum", "per_structure"]
 
@@ -97,13 +98,14 @@ _PER_STRUCTURE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def per_structure(graph: dgl.DGLGraph, key: Hashable, build: Callable[[dgl.DGLGraph], Any]) -> Any:
     """`build(graph)`, computed once per structure of `graph` and `key`, then reused.
 
-    DGL replaces `graph._graph` (its structure) whenever edges or nodes are added or
-    removed in place, so a value is reused only while that is the same object; the
-    cache holds graphs weakly (it keeps none alive).
+    DGL replaces a graph's structure object (`dgl_private.graph_structure`) whenever
+    edges or nodes are added or removed in place, so a value is reused only while that
+    is the same object; the cache holds graphs weakly (it keeps none alive).
     """
+    structure = graph_structure(graph)
     cached = _PER_STRUCTURE.get(graph)
-    if cached is None or cached[0] is not graph._graph:
-        cached = (graph._graph, {})
+    if cached is None or cached[0] is not structure:
+        cached = (structure, {})
         _PER_STRUCTURE[graph] = cached
     if key not in cached[1]:
         cached[1][key] = build(graph)
@@ -163,9 +165,9 @@ def _differentiable_backward(ctx, x, weights, grad):
     product per edge), each an autograd function of its own. First-order training never
     comes here.
     """
-    structure = ctx.graph._graph
-    grad_x = dgl_sparse.gspmm(structure.reverse(), "mul", "sum", grad, weights) if ctx.needs_input_grad[1] else None
-    grad_weights = dgl_sparse.gsddmm(structure, "dot", x, grad) if ctx.needs_input_grad[2] else None
+    structure = graph_structure(ctx.graph)
+    grad_x = gspmm(reverse_structure(structure), "mul", "sum", grad, weights) if ctx.needs_input_grad[1] else None
+    grad_weights = gsddmm(structure, "dot", x, grad) if ctx.needs_input_grad[2] else None
     return grad_x, grad_weights
 
 

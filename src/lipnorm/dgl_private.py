@@ -1,0 +1,155 @@
+"""Every use of DGL's private API (not in its documentation, free to change in any
+release), each behind one small named function.
+
+- `graph_structure`, `reverse_structure`: a `DGLGraph`'s structure object
+  (`DGLGraph._graph`, a `HeteroGraphIndex`) and its reversal, which the sparse kernels
+  below take; `lipnorm.nn.sparse` caches per structure object (DGL replaces it
+  whenever edges or nodes change in place).
+- `gspmm`, `gsddmm`: DGL's differentiable g-SpMM and g-SDDMM
+  (`dgl.backend.pytorch.sparse`), whose own gradients are differentiable again.
+- `twice_differentiable_edge_softmax`: DGL's edge softmax (the autograd function
+  `dgl.backend.pytorch.sparse.EdgeSoftmax`, reading its structure from
+  `ctx.backward_cache`) with a backward that autograd can differentiate, for the
+  Lipschitz probe's Jacobian products.
+- `has_device_api`: whether DGL's C library registered a device API
+  (`dgl._ffi.function.get_global_func("device_api.<kind>")`): a CUDA build has `cuda`.
+- `citation_features_replaced`: DGL's planetoid loader with its feature
+  post-processing (`dgl.data.citation_graph._preprocess_features`) replaced.
+
+A DGL release without one of these raises `DGLPrivateAPIError` naming it, where it is
+used; `tests/test_dgl_private.py` checks each against DGL's public behaviour, so an
+upgrade that changes one fails there first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import dgl
+import torch
+
+__all__ = [
+    "DGLPrivateAPIError",
+    "citation_features_replaced",
+    "graph_structure",
+    "gsddmm",
+    "gspmm",
+    "has_device_api",
+    "reverse_structure",
+    "twice_differentiable_edge_softmax",
+]
+
+SPARSE_MODULE = "dgl.backend.pytorch.sparse"
+CITATION_MODULE = "dgl.data.citation_graph"
+
+
+class DGLPrivateAPIError(RuntimeError):
+    """The installed DGL lacks a private API lipnorm uses."""
+
+
+def _missing(name: str, error: Exception) -> DGLPrivateAPIError:
+    return DGLPrivateAPIError(
+        f"DGL {dgl.__version__} has no {name} ({type(error).__name__}: {error}); lipnorm uses "
+        "this private DGL API (lipnorm.dgl_private): install the DGL version of "
+        "constraints.txt, or adapt lipnorm.dgl_private to this one"
+    )
+
+
+def _private(module: str, attribute: str) -> Any:
+    """`module.attribute`, or DGLPrivateAPIError naming it."""
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise _missing(f"{module}.{attribute}", error) from None
+
+
+def graph_structure(graph: dgl.DGLGraph) -> Any:
+    """The structure object of `graph` (`DGLGraph._graph`): the same object as long as
+    no edge or node is added or removed in place, a new one after."""
+    try:
+        return graph._graph
+    except AttributeError as error:
+        raise _missing("DGLGraph._graph", error) from None
+
+
+def reverse_structure(structure: Any) -> Any:
+    """The structure with every edge reversed, edge IDs kept (`HeteroGraphIndex.reverse`)."""
+    try:
+        reverse = structure.reverse
+    except AttributeError as error:
+        raise _missing(f"{type(structure).__name__}.reverse", error) from None
+    return reverse()
+
+
+def gspmm(structure: Any, op: str, reduce_op: str, lhs: torch.Tensor | None,
+          rhs: torch.Tensor | None) -> torch.Tensor:
+    """DGL's differentiable g-SpMM on a structure: per destination node, `reduce_op` over
+    its in-edges of `op(lhs[src], rhs[edge])` (`"mul", "sum"` is `dgl.ops.u_mul_e_sum`)."""
+    return _private(SPARSE_MODULE, "gspmm")(structure, op, reduce_op, lhs, rhs)
+
+
+def gsddmm(structure: Any, op: str, lhs: torch.Tensor, rhs: torch.Tensor,
+           lhs_target: str = "u", rhs_target: str = "v") -> torch.Tensor:
+    """DGL's differentiable g-SDDMM on a structure: per edge, `op` of `lhs` and `rhs` at
+    their targets (`u` source, `v` destination, `e` edge; `"dot"` is `dgl.ops.u_dot_v`)."""
+    return _private(SPARSE_MODULE, "gsddmm")(structure, op, lhs, rhs, lhs_target, rhs_target)
+
+
+def _twice_differentiable_edge_softmax_class() -> type:
+    edge_softmax = _private(SPARSE_MODULE, "EdgeSoftmax")
+
+    class TwiceDifferentiableEdgeSoftmax(edge_softmax):
+        """DGL's edge softmax with a backward that autograd can differentiate again."""
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            try:
+                structure = ctx.backward_cache
+            except AttributeError as error:
+                raise _missing(f"{SPARSE_MODULE}.EdgeSoftmax's ctx.backward_cache", error) from None
+            (out,) = ctx.saved_tensors
+            weighted = out * grad_out
+            total = gspmm(structure, "copy_rhs", "sum", None, weighted)
+            grad_score = weighted - gsddmm(structure, "mul", out, total, "e", "v")
+            return None, grad_score, None, None
+
+    return TwiceDifferentiableEdgeSoftmax
+
+
+@contextlib.contextmanager
+def twice_differentiable_edge_softmax() -> Iterator[None]:
+    """Inside: `dgl.nn.functional.edge_softmax` (same values) has a backward that is
+    differentiable again (its gradient by DGL's formula, `out * g - out * sum(out * g)`,
+    as g-SpMM and g-SDDMM). Swaps a module global: one thread of Python at a time."""
+    module = importlib.import_module(SPARSE_MODULE)
+    original = _private(SPARSE_MODULE, "EdgeSoftmax")
+    module.EdgeSoftmax = _twice_differentiable_edge_softmax_class()
+    try:
+        yield
+    finally:
+        module.EdgeSoftmax = original
+
+
+def has_device_api(kind: str) -> bool:
+    """Whether DGL's C library registered device API `kind` (`cpu`; `cuda` in a CUDA
+    build), as DGL's runtime looks it up (`device_api.<kind>`)."""
+    get_global_func = _private("dgl._ffi.function", "get_global_func")
+    return get_global_func(f"device_api.{kind}", allow_missing=True) is not None
+
+
+@contextlib.contextmanager
+def citation_features_replaced(process_features: Callable[[Any], Any]) -> Iterator[None]:
+    """Inside: DGL's planetoid loader (`CitationGraphDataset.process`) turns its stacked
+    scipy feature matrix into features with `process_features` instead of its own
+    `_preprocess_features` (row normalisation, then dense). Swaps a module global: one
+    dataset processed at a time."""
+    module = importlib.import_module(CITATION_MODULE)
+    original = _private(CITATION_MODULE, "_preprocess_features")
+    module._preprocess_features = process_features
+    try:
+        yield
+    finally:
+        module._preprocess_features = original
