@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	printf '[install]\nconstraint = %s\n' "$(abspath constraints.txt)" > $(VENV)/pip.conf
 	$(BIN)/python -m pip install --quiet --upgrade "pip<25" -c constraints.txt
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all]"
 	touch $@
 
 # Debian packages for the SLURM and LaTeX tests (quick when present).
