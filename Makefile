@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all]"
 	touch $@
 
-# Debian packages for the SLURM and LaTeX tests (quick when present).
+# Debian packages for the SLURM and LaTeX tests (quick when present). Without root it
+# prints the missing ones and the command that installs them, and the suite still runs.
 system-deps:
 	bash scripts/install-system-deps.sh
 
