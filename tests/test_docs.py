@@ -5,6 +5,7 @@ function lacks fails here."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,3 +49,20 @@ def test_a_broken_link_fails_the_build_naming_it(tmp_path):
     done = build(project, tmp_path / "site")
     assert done.returncode == 1
     assert "Doc file 'layers.md' contains a link 'model.md#models', but the target 'model.md' is not found" in done.stderr
+
+
+@pytest.mark.parametrize("page", ["README.md", "CHANGELOG.md"])
+def test_the_pages_outside_the_site_link_to_files_that_exist(page):
+    """README.md and CHANGELOG.md are read on GitHub, outside the strict build."""
+    text = (ROOT / page).read_text()
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)|<img src=\"([^\"]+)\"", text)
+    relative = [a or b for a, b in targets if not (a or b).startswith(("http://", "https://"))]
+    assert relative, f"{page} links to nothing"
+    assert [t for t in relative if not (ROOT / t).exists()] == []
+
+
+def test_the_readme_keeps_the_two_commands_and_stays_short():
+    text = (ROOT / "README.md").read_text()
+    assert "make run    # set up .venv" in text and "make test   # the same set-up" in text
+    assert "What's new: [CHANGELOG.md](CHANGELOG.md)." in text
+    assert len(text.splitlines()) <= 200
