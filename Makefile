@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SNAKEMAKE_ARGS ?=
 
-.PHONY: run test report setup system-deps clean-venv
+.PHONY: run test report docs setup system-deps clean-venv
 
 setup: $(STAMP)
 
@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	printf '[install]\nconstraint = %s\n' "$(abspath constraints.txt)" > $(VENV)/pip.conf
 	$(BIN)/python -m pip install --quiet --upgrade "pip<25" -c constraints.txt
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all]"
 	touch $@
 
-# Debian packages for the SLURM and LaTeX tests (quick when present).
+# Debian packages for the SLURM and LaTeX tests (quick when present). Without root it
+# prints the missing ones and the command that installs them, and the suite still runs.
 system-deps:
 	bash scripts/install-system-deps.sh
 
@@ -28,6 +29,12 @@ run: setup
 # The HTML report of the finished workflow (run `make run` first).
 report: setup
 	$(BIN)/snakemake --profile profiles/default --report results/report.html $(SNAKEMAKE_ARGS)
+
+# The documentation site (mkdocs.yml) in site/; --strict: a broken link or a docstring
+# that no longer matches its function is an error. NO_MKDOCS_2_WARNING silences
+# mkdocs-material's end-of-life banner.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: setup system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

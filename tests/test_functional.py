@@ -87,7 +87,7 @@ def readme_layer_class():
     """`MyGATLayer` exactly as docs/layers.md prints it (its first python block after the
     heading), so the documented example cannot drift from what is tested."""
     text = LAYERS_PAGE.read_text()
-    section = text[text.index("### LipschitzNorm in your own attention layer") :]
+    section = text[text.index("## LipschitzNorm in your own attention layer") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace: dict = {}
     exec(compile(code, str(LAYERS_PAGE), "exec"), namespace)

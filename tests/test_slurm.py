@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +27,8 @@ import psutil
 import pytest
 import yaml
 
+from system_deps import missing_packages_message
+
 from lipnorm import grid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,8 +37,6 @@ BIN = Path(sys.executable).parent
 SMOKE = REPO / "config" / "presets" / "smoke.yaml"
 SLURM_PROFILE = REPO / "profiles" / "slurm" / "config.v9+.yaml"
 PARTITION = "short"
-# What start.sh runs and the client commands the executor plugin calls.
-PROGRAMS = ("munge", "munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "srun")
 # A whole snakemake run on the cluster may take this long before the test gives up.
 RUN_TIMEOUT_S = 900
 
@@ -76,12 +75,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    missing = [name for name in PROGRAMS if shutil.which(name) is None]
+    missing = missing_packages_message("munge", "slurmctld", "slurmd", "slurm-client")
     if missing:
-        pytest.fail(
-            f"the SLURM test cluster needs {', '.join(missing)}: run scripts/install-system-deps.sh "
-            "(Debian packages munge, slurmctld, slurmd, slurm-client)"
-        )
+        pytest.fail(missing)
     if os.geteuid() != 0:
         pytest.fail("the SLURM test cluster needs root: slurmd starts jobs as their user")
     folder = tmp_path_factory.mktemp("slurm")

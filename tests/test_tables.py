@@ -9,6 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from system_deps import missing_packages_message
 from synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid, write_remedies
 
 from lipnorm.aggregate import aggregate_runs, load_table, write_aggregate
@@ -232,9 +233,9 @@ def test_experiments_without_tables_write_nothing_and_unknown_ones_fail(tmp_path
 
 
 def test_tables_compile_with_pdflatex(depth, diagnose, tmp_path):
-    if shutil.which("pdflatex") is None:
-        pytest.fail("pdflatex is missing: run scripts/install-system-deps.sh "
-                    "(Debian: texlive-latex-base texlive-latex-recommended)")
+    missing = missing_packages_message("texlive-latex-base", "texlive-latex-recommended")
+    if missing:
+        pytest.fail(missing)
     records = write_remedies(tmp_path / "remedies")
     write_aggregate([r["run_dir"] for r in records], tmp_path / "remedies-aggregate")
     remedies = write_tables("remedies", tmp_path / "remedies-aggregate", tmp_path / "remedies-tables")

@@ -11,8 +11,6 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 # ogb treats a failed `import outdated` as "skip the check"; make it fail.
 sys.modules.setdefault("outdated", None)
 
-__version__ = "0.1.0"
-
 # What a script needs, importable from `lipnorm` itself. Resolved on first access
 # (PEP 562): `import lipnorm` stays free of torch and dgl, which `lipnorm --help` and
 # every CLI process start rely on (tests/test_startup.py).
@@ -33,6 +31,13 @@ _LIVE = {"MODEL_NAMES"}
 
 
 def __getattr__(name: str):
+    if name == "__version__":
+        # The installed distribution's version: pyproject.toml is its one source.
+        # Resolved on first access, like the exports (importlib.metadata costs ~10 ms).
+        from importlib.metadata import version
+
+        globals()[name] = version("lipnorm")
+        return globals()[name]
     if name not in _EXPORTS:
         raise AttributeError(f"module 'lipnorm' has no attribute {name!r}")
     import importlib
@@ -44,4 +49,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(__all__))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
@@ -340,6 +341,41 @@ def _publish(args: argparse.Namespace) -> int:
     return _print_paths(publish(args.results_root, args.out))
 
 
+def extra_modules() -> dict[str, str]:
+    """The top-level module of each optional dependency, with its extra's name.
+
+    Read from the installed distribution's metadata (pyproject.toml's
+    `optional-dependencies`), so the extras have one source; empty when lipnorm is
+    not installed. A distribution `a-b` is taken to install module `a_b`.
+    """
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        requirements = requires("lipnorm") or []
+    except PackageNotFoundError:
+        return {}
+    modules = {}
+    for requirement in requirements:
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)""", requirement)
+        name = re.match(r"[A-Za-z0-9._-]+", requirement).group()
+        if extra and name.lower() != "lipnorm":
+            modules.setdefault(name.lower().replace("-", "_").replace(".", "_"), extra.group(1))
+    return modules
+
+
+def missing_extra(err: ImportError) -> tuple[str, str] | None:
+    """(module, extra) when `err`, or an import error it was raised from, is an
+    optional dependency that is not installed; None for any other import error."""
+    extras = extra_modules()
+    while err is not None:
+        if isinstance(err, ModuleNotFoundError) and err.name:
+            module = err.name.split(".")[0].lower()
+            if module in extras:
+                return module, extras[module]
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lipnorm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -361,6 +397,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except (UsageError, ValueError) as err:
         parser.error(str(err))
+    except ImportError as err:
+        # A slim install (`pip install lipnorm`) lacks the extras some commands need.
+        missing = missing_extra(err)
+        if missing is None:
+            raise
+        module, extra = missing
+        parser.exit(1, f"lipnorm {args.command}: needs {module}, from the {extra!r} extra: "
+                       f"pip install 'lipnorm[{extra}]'\n")
     finally:
         # torch and dgl leave ~10^6 objects; the collection at interpreter exit walked
         # them all for ~1.5 s per process (grids run thousands). Nothing collectable

@@ -66,6 +66,9 @@ class GATConv(AttentionConv):
     ``(N_dst, in_dst_feats)`` features (a bipartite graph). The neighbour maxima of
     LipschitzNorm are taken over each destination's in-edges of the graph given.
 
+    The parameters up to ``bias`` are DGL's, in DGL's order; the LipschitzNorm ones are
+    keyword-only.
+
     Parameters
     ----------
     in_feats : int or (int, int)
@@ -123,9 +126,6 @@ class GATConv(AttentionConv):
         Where the bound ``u v`` is at most ``eps`` (e.g. all-zero features, the
         missing-features setting), the normalised score is 0 instead of 0/0, i.e.
         uniform attention; elsewhere the score is exact. Must be >= 0.
-
-    The parameters up to ``bias`` are DGL's, in DGL's order; the LipschitzNorm ones are
-    keyword-only.
     """
 
     def __init__(

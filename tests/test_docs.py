@@ -1,0 +1,68 @@
+"""The documentation site builds with `mkdocs build --strict` (what `make docs` runs): a
+broken link or anchor, a page missing from the tree, or a docstring naming a parameter its
+function lacks fails here."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build(project: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=project, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+@pytest.mark.slow
+def test_the_site_builds_strictly_with_every_page_and_the_api_reference(tmp_path):
+    done = build(ROOT, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    pages = {"index", "layers", "models", "training", "workflow", "cluster", "datasets", "performance",
+             "architecture"}
+    assert all((site / f"{page}.html").is_file() for page in pages)
+    assert (site / "results" / "index.html")  # README.md is its folder's index.is_file()
+    # The API reference is rendered from the docstrings (not an empty page).
+    reference = (site / "api" / "nn.html").read_text()
+    assert 'id="lipnorm.nn.GATConv"' in reference and "LipschitzNorm" in reference
+    assert 'id="lipnorm.nn.functional.lipschitz_norm_linear"' in (site / "api" / "functional.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_broken_link_fails_the_build_naming_it(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "docs", project / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", project)
+    os.symlink(ROOT / "src", project / "src")
+    layers = project / "docs" / "layers.md"
+    layers.write_text(layers.read_text() + "\nSee [the models](model.md#models).\n")
+    done = build(project, tmp_path / "site")
+    assert done.returncode == 1
+    assert "Doc file 'layers.md' contains a link 'model.md#models', but the target 'model.md' is not found" in done.stderr
+
+
+@pytest.mark.parametrize("page", ["README.md", "CHANGELOG.md"])
+def test_the_pages_outside_the_site_link_to_files_that_exist(page):
+    """README.md and CHANGELOG.md are read on GitHub, outside the strict build."""
+    text = (ROOT / page).read_text()
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)|<img src=\"([^\"]+)\"", text)
+    relative = [a or b for a, b in targets if not (a or b).startswith(("http://", "https://"))]
+    assert relative, f"{page} links to nothing"
+    assert [t for t in relative if not (ROOT / t).exists()] == []
+
+
+def test_the_readme_keeps_the_two_commands_and_stays_short():
+    text = (ROOT / "README.md").read_text()
+    assert "make run    # set up .venv" in text and "make test   # the same set-up" in text
+    assert "What's new: [CHANGELOG.md](CHANGELOG.md)." in text
+    assert len(text.splitlines()) <= 200
