@@ -465,11 +465,18 @@ def test_on_a_gpu_the_devices_cuda_generator_is_saved_and_restored(monkeypatch):
     assert "cuda" not in run_state.TorchRandom(torch.device("cpu")).state_dict()
 
 
-@pytest.mark.parametrize("changes", [{"dropedge": 0.3}, {"model": "gat-lip-dgn", "initial_residual": 0.1}],
-                         ids=["dropedge", "dgn-initial-residual"])
+CLUSTER = {"batching": "cluster", "partitions": 6, "batch_partitions": 2}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"dropedge": 0.3}, {"model": "gat-lip-dgn", "initial_residual": 0.1}, CLUSTER, {**CLUSTER, "dropedge": 0.3}],
+    ids=["dropedge", "dgn-initial-residual", "cluster-batches", "cluster-batches-dropedge"],
+)
 def test_the_remedies_resume_as_the_uninterrupted_run(tmp_path, monkeypatch, changes):
-    """DropEdge's own stream (a registered random stream) and DGN's running statistics
-    continue where they stopped: another mask or statistic would change the numbers."""
+    """DropEdge's and the cluster batches' own streams (registered random streams) and
+    DGN's running statistics continue where they stopped: another mask, batch order or
+    statistic would change the numbers."""
     config = tiny(tmp_path, **changes)
     train.run(config, tmp_path / "uninterrupted")
     interrupted_state(tmp_path, monkeypatch, config, 3)
