@@ -281,6 +281,15 @@ def test_a_run_stopped_without_checkpointing_resumes_with_it_to_the_same_numbers
         pd.testing.assert_frame_equal(frames[name], reference[name], check_exact=True, obj=name)
 
 
+def test_a_run_stopped_with_full_batches_does_not_resume_with_cluster_batches(tmp_path, monkeypatch):
+    """Cluster batches change the numbers: not a setting a run may resume across."""
+    config = tiny(tmp_path)
+    state = interrupted_state(tmp_path, monkeypatch, config, 2)
+    with pytest.raises(ValueError, match=r"batching: 'full' in the state, 'cluster' now; partitions: 32 in the state, 6 now"):
+        train.run(dataclasses.replace(config, batching="cluster", partitions=6), tmp_path / "run")
+    assert state.exists() and not (tmp_path / "run").exists()
+
+
 def test_a_state_of_another_lipnorm_version_is_refused_naming_it(tmp_path, monkeypatch):
     state = interrupted_state(tmp_path, monkeypatch, tiny(tmp_path), 2)
     saved_version = lipnorm.__version__
