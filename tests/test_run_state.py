@@ -42,6 +42,7 @@ def interactive_sigint():
         signal.signal(signal.SIGINT, previous)
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
+CLUSTER = {"batching": "cluster", "partitions": 6, "batch_partitions": 2}
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
 # What may differ between a resumed run's summary and an uninterrupted one's.
 TIMINGS = ("wall_time_s", "mean_epoch_s", "peak_memory_mb")
@@ -285,8 +286,12 @@ def test_a_run_stopped_with_full_batches_does_not_resume_with_cluster_batches(tm
     """Cluster batches change the numbers: not a setting a run may resume across."""
     config = tiny(tmp_path)
     state = interrupted_state(tmp_path, monkeypatch, config, 2)
-    with pytest.raises(ValueError, match=r"batching: 'full' in the state, 'cluster' now; partitions: 32 in the state, 6 now"):
-        train.run(dataclasses.replace(config, batching="cluster", partitions=6), tmp_path / "run")
+    with pytest.raises(
+        ValueError,
+        match=r"batch_partitions: 16 in the state, 2 now; batching: 'full' in the state, 'cluster' now; "
+        r".*partitions: 64 in the state, 6 now",
+    ):
+        train.run(dataclasses.replace(config, **CLUSTER), tmp_path / "run")
     assert state.exists() and not (tmp_path / "run").exists()
 
 
@@ -472,9 +477,6 @@ def test_on_a_gpu_the_devices_cuda_generator_is_saved_and_restored(monkeypatch):
     assert calls == [("get", torch.device("cuda", 1)), ("set", [7], torch.device("cuda", 1))]
     assert torch.equal(state["cpu"], torch.get_rng_state())
     assert "cuda" not in run_state.TorchRandom(torch.device("cpu")).state_dict()
-
-
-CLUSTER = {"batching": "cluster", "partitions": 6, "batch_partitions": 2}
 
 
 @pytest.mark.parametrize(

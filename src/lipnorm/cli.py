@@ -185,11 +185,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     flags.add_argument(
         "--partitions", type=int, metavar="K", default=argparse.SUPPRESS,
-        help="--batching cluster: METIS parts of the graph, cached under --data-root (default 32)",
+        help="--batching cluster: METIS parts of the graph, cached under --data-root (default 64)",
     )
     flags.add_argument(
         "--batch-partitions", type=int, metavar="B", default=argparse.SUPPRESS,
-        help="--batching cluster: parts per batch, B <= K (default 4)",
+        help="--batching cluster: parts per batch, B <= K (default 16)",
     )
     flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,
