@@ -304,6 +304,32 @@ def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, 
     trainer.layer_stats.captured.clear()
 
 
+def test_cluster_batch_steps_make_no_synchronising_call_once_their_graphs_are_built(tmp_path, monkeypatch):
+    """With cluster batches, only building a batch (on the host, then copied) and the
+    layers' zero-in-degree check of a new graph (once per graph) may wait: here the
+    same batches' graphs, checked by a first epoch, are trained on again."""
+    from lipnorm import train
+
+    config = train.TrainConfig(
+        dataset="csbm", csbm=TINY_CSBM, model="gat-lip-pairnorm", depth=2, heads=2, hidden=4, epochs=1,
+        data_root=str(tmp_path), batching="cluster", partitions=6, batch_partitions=2,
+    ).resolved()
+    trainer = train.Trainer(train.prepare(config), config.lr, config.weight_decay, config.protocol)
+    batches = list(trainer.batches.epoch())  # built before recording
+    monkeypatch.setattr(trainer.batches, "epoch", lambda: iter(batches))
+    trainer.train_step()
+    trainer.evaluate()  # the whole graph's check
+    counters = [state["step"] for state in trainer.optimizer.state.values()]
+    recorder = SyncRecorder(monkeypatch, ignore=counters)
+    recorder.active = True
+    step = trainer.train_step()
+    evaluation = trainer.evaluate(layer_stats=True)
+    recorder.active = False
+    assert recorder.calls == []
+    assert train.gather(step, evaluation).finite and len(batches) == 3
+    trainer.layer_stats.captured.clear()
+
+
 def test_the_recorder_sees_the_synchronising_calls(monkeypatch):
     """The recorder above fails where the training code used to synchronise."""
     recorder = SyncRecorder(monkeypatch)

@@ -13,8 +13,9 @@ exactly one batch of an epoch. A batch without training nodes has nothing to lea
 and is skipped (`Batch.has_training_nodes`).
 
 The subgraph is built on the host and then moved to the training device: on a GPU each
-batch waits for that copy once (as DropEdge's subset does), the rest of a step does not
-wait (`lipnorm.train.Trainer.train_step`).
+batch waits for that copy (as DropEdge's subset does) and for the layers' zero-in-degree
+check of a new graph (`lipnorm.nn.functional.zero_in_degree_count`); the rest of a step
+does not wait (`lipnorm.train.Trainer.train_step`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One training run: full-batch node classification with per-layer gradient logging.
+"""One training run: node classification, full batch or on Cluster-GCN batches
+(`batching`, `lipnorm.cluster_batches`), with per-layer gradient logging.
 
 `run(config, out)` validates the settings, loads the dataset, erases the feature rows of
 the missing-features mask, trains with Adam and evaluates every epoch, and writes the
@@ -681,14 +682,16 @@ class LayerStats:
 
 
 class Trainer:
-    """Full-batch training steps and evaluation of one model on one dataset."""
+    """Training epochs (full batch, or cluster batches where `setup.batches` has them) and
+    whole-graph evaluation of one model on one dataset."""
 
     def __init__(
         self, setup: Setup, lr: float, weight_decay: float, protocol: str, *, dropedge: float = 0.0, seed: int = 0
     ):
         """`dropedge` > 0: each training step sees a fresh DropEdge subset of the graph's
         edges, drawn from a stream of its own seeded with `seed` (evaluation: the whole graph;
-        the subset is drawn on the host, so on a GPU such a step waits for it once)."""
+        the subset is drawn on the host, so on a GPU such a step waits for it once).
+        `setup.batches` (cluster batches): their shuffling stream is registered too."""
         dataset = setup.dataset
         self.model = setup.model
         self.graph = setup.graph
@@ -747,7 +750,8 @@ class Trainer:
         Nothing here waits for a GPU: the step is taken whatever the gradients are, since
         deciding on the host would synchronise every step; a non-finite loss or gradient
         norm ends the run at this epoch (`_train_loop`), so the model it leaves is not used.
-        (Cluster batches are built on the host: each waits for its copy to the device.)
+        (Cluster batches are built on the host: each waits for its copy to the device and
+        the layers' zero-in-degree check of its new graph.)
 
         With cluster batches, a batch without training nodes is skipped, and the epoch's
         measurements combine those of its steps: the loss is their mean weighted by the
