@@ -273,6 +273,20 @@ class SyncRecorder:
         return recorded
 
 
+def recorded_epoch(monkeypatch, trainer) -> tuple[SyncRecorder, object, torch.Tensor]:
+    """A training step and an evaluation with layer statistics, their synchronising calls
+    recorded: `(recorder, step, evaluation)`."""
+    # Adam keeps its step counters on the host (not `capturable`), on a GPU too: reading
+    # them waits for nothing.
+    counters = [state["step"] for state in trainer.optimizer.state.values()]
+    recorder = SyncRecorder(monkeypatch, ignore=counters)
+    recorder.active = True
+    step = trainer.train_step()
+    evaluation = trainer.evaluate(layer_stats=True)
+    recorder.active = False
+    return recorder, step, evaluation
+
+
 @pytest.mark.parametrize("model", ["gat-lip", "gat-pairnorm", "gt-lip", "gat-classic"])
 def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, monkeypatch, model):
     from lipnorm import train
@@ -285,14 +299,7 @@ def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, 
     trainer.train_step()  # Adam's state now exists
     trainer.evaluate(layer_stats=True)
     trainer.layer_stats.rows(1)
-    # Adam keeps its step counters on the host (not `capturable`), on a GPU too: reading
-    # them waits for nothing.
-    counters = [state["step"] for state in trainer.optimizer.state.values()]
-    recorder = SyncRecorder(monkeypatch, ignore=counters)
-    recorder.active = True
-    step = trainer.train_step()
-    evaluation = trainer.evaluate(layer_stats=True)
-    recorder.active = False
+    recorder, step, evaluation = recorded_epoch(monkeypatch, trainer)
     assert recorder.calls == []
     # The epoch's one synchronisation, outside them, and what it gives.
     recorder.active = True
@@ -319,12 +326,7 @@ def test_cluster_batch_steps_make_no_synchronising_call_once_their_graphs_are_bu
     monkeypatch.setattr(trainer.batches, "epoch", lambda: iter(batches))
     trainer.train_step()
     trainer.evaluate()  # the whole graph's check
-    counters = [state["step"] for state in trainer.optimizer.state.values()]
-    recorder = SyncRecorder(monkeypatch, ignore=counters)
-    recorder.active = True
-    step = trainer.train_step()
-    evaluation = trainer.evaluate(layer_stats=True)
-    recorder.active = False
+    recorder, step, evaluation = recorded_epoch(monkeypatch, trainer)
     assert recorder.calls == []
     assert train.gather(step, evaluation).finite and len(batches) == 3
     trainer.layer_stats.captured.clear()
