@@ -38,10 +38,21 @@ CELLS = [  # (model, depth, heads, hidden)
 
 def subnormal_share(trainer: train.Trainer) -> float:
     """Share of subnormal values among the attention layers' outputs and attention
-    weights of one eval forward (`Trainer.evaluate(layer_stats=True)` keeps them)."""
-    trainer.evaluate(layer_stats=True)
-    values = torch.cat([t.flatten() for pair in trainer.layer_stats.captured for t in pair]).abs()
+    weights of one eval forward (`Trainer.evaluate(layer_stats=True)` asks the layers for
+    their attention; hooks put before its own see `(output, attention)`)."""
+    kept: list[torch.Tensor] = []
+
+    def keep(module, args, output):
+        kept.extend(t.detach().flatten() for t in output)
+
+    handles = [module.register_forward_hook(keep, prepend=True) for _, module in train.attention_layers(trainer.model)]
+    try:
+        trainer.evaluate(layer_stats=True)
+    finally:
+        for handle in handles:
+            handle.remove()
     trainer.layer_stats.captured.clear()
+    values = torch.cat(kept).abs()
     tiny = (values > 0) & (values < torch.finfo(torch.float32).tiny)
     return tiny.double().mean().item()
 

@@ -283,6 +283,20 @@ class SyncRecorder:
         return recorded
 
 
+def recorded_epoch(monkeypatch, trainer) -> tuple[SyncRecorder, object, torch.Tensor]:
+    """A training step and an evaluation with layer statistics, their synchronising calls
+    recorded: `(recorder, step, evaluation)`."""
+    # Adam keeps its step counters on the host (not `capturable`), on a GPU too: reading
+    # them waits for nothing.
+    counters = [state["step"] for state in trainer.optimizer.state.values()]
+    recorder = SyncRecorder(monkeypatch, ignore=counters)
+    recorder.active = True
+    step = trainer.train_step()
+    evaluation = trainer.evaluate(layer_stats=True)
+    recorder.active = False
+    return recorder, step, evaluation
+
+
 @pytest.mark.parametrize("model", ["gat-lip", "gat-pairnorm", "gt-lip", "gat-classic"])
 def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, monkeypatch, model):
     from lipnorm import train
@@ -295,14 +309,7 @@ def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, 
     trainer.train_step()  # Adam's state now exists
     trainer.evaluate(layer_stats=True)
     trainer.layer_stats.rows(1)
-    # Adam keeps its step counters on the host (not `capturable`), on a GPU too: reading
-    # them waits for nothing.
-    counters = [state["step"] for state in trainer.optimizer.state.values()]
-    recorder = SyncRecorder(monkeypatch, ignore=counters)
-    recorder.active = True
-    step = trainer.train_step()
-    evaluation = trainer.evaluate(layer_stats=True)
-    recorder.active = False
+    recorder, step, evaluation = recorded_epoch(monkeypatch, trainer)
     assert recorder.calls == []
     # The epoch's one synchronisation, outside them, and what it gives.
     recorder.active = True
@@ -311,6 +318,27 @@ def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, 
     assert recorder.calls == ["tolist"]
     assert len(epoch.grad_norms) == len(trainer.gradient_norms.keys) and epoch.finite
     assert len(epoch.output_norms) == len(trainer.output_norms.layers)
+    trainer.layer_stats.captured.clear()
+
+
+def test_cluster_batch_steps_make_no_synchronising_call_once_their_graphs_are_built(tmp_path, monkeypatch):
+    """With cluster batches, only building a batch (on the host, then copied) and the
+    layers' zero-in-degree check of a new graph (once per graph) may wait: here the
+    same batches' graphs, checked by a first epoch, are trained on again."""
+    from lipnorm import train
+
+    config = train.TrainConfig(
+        dataset="csbm", csbm=TINY_CSBM, model="gat-lip-pairnorm", depth=2, heads=2, hidden=4, epochs=1,
+        data_root=str(tmp_path), batching="cluster", partitions=6, batch_partitions=2,
+    ).resolved()
+    trainer = train.Trainer(train.prepare(config), config.lr, config.weight_decay, config.protocol)
+    batches = list(trainer.batches.epoch())  # built before recording
+    monkeypatch.setattr(trainer.batches, "epoch", lambda: iter(batches))
+    trainer.train_step()
+    trainer.evaluate()  # the whole graph's check
+    recorder, step, evaluation = recorded_epoch(monkeypatch, trainer)
+    assert recorder.calls == []
+    assert train.gather(step, evaluation).finite and len(batches) == 3
     trainer.layer_stats.captured.clear()
 
 

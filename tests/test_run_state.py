@@ -42,6 +42,7 @@ def interactive_sigint():
         signal.signal(signal.SIGINT, previous)
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
+CLUSTER = {"batching": "cluster", "partitions": 6, "batch_partitions": 2}
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
 # What may differ between a resumed run's summary and an uninterrupted one's.
 TIMINGS = ("wall_time_s", "mean_epoch_s", "peak_memory_mb")
@@ -281,6 +282,19 @@ def test_a_run_stopped_without_checkpointing_resumes_with_it_to_the_same_numbers
         pd.testing.assert_frame_equal(frames[name], reference[name], check_exact=True, obj=name)
 
 
+def test_a_run_stopped_with_full_batches_does_not_resume_with_cluster_batches(tmp_path, monkeypatch):
+    """Cluster batches change the numbers: not a setting a run may resume across."""
+    config = tiny(tmp_path)
+    state = interrupted_state(tmp_path, monkeypatch, config, 2)
+    with pytest.raises(
+        ValueError,
+        match=r"batch_partitions: 16 in the state, 2 now; batching: 'full' in the state, 'cluster' now; "
+        r".*partitions: 64 in the state, 6 now",
+    ):
+        train.run(dataclasses.replace(config, **CLUSTER), tmp_path / "run")
+    assert state.exists() and not (tmp_path / "run").exists()
+
+
 def test_a_state_of_another_lipnorm_version_is_refused_naming_it(tmp_path, monkeypatch):
     state = interrupted_state(tmp_path, monkeypatch, tiny(tmp_path), 2)
     saved_version = lipnorm.__version__
@@ -465,11 +479,15 @@ def test_on_a_gpu_the_devices_cuda_generator_is_saved_and_restored(monkeypatch):
     assert "cuda" not in run_state.TorchRandom(torch.device("cpu")).state_dict()
 
 
-@pytest.mark.parametrize("changes", [{"dropedge": 0.3}, {"model": "gat-lip-dgn", "initial_residual": 0.1}],
-                         ids=["dropedge", "dgn-initial-residual"])
+@pytest.mark.parametrize(
+    "changes",
+    [{"dropedge": 0.3}, {"model": "gat-lip-dgn", "initial_residual": 0.1}, CLUSTER, {**CLUSTER, "dropedge": 0.3}],
+    ids=["dropedge", "dgn-initial-residual", "cluster-batches", "cluster-batches-dropedge"],
+)
 def test_the_remedies_resume_as_the_uninterrupted_run(tmp_path, monkeypatch, changes):
-    """DropEdge's own stream (a registered random stream) and DGN's running statistics
-    continue where they stopped: another mask or statistic would change the numbers."""
+    """DropEdge's and the cluster batches' own streams (registered random streams) and
+    DGN's running statistics continue where they stopped: another mask, batch order or
+    statistic would change the numbers."""
     config = tiny(tmp_path, **changes)
     train.run(config, tmp_path / "uninterrupted")
     interrupted_state(tmp_path, monkeypatch, config, 3)

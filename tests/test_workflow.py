@@ -347,6 +347,26 @@ def test_checkpoint_reaches_the_train_jobs_of_its_experiment_only(tmp_path):
     assert others and not any("checkpoint" in c for c in others)
 
 
+def test_cluster_batching_reaches_the_train_jobs_of_its_experiment_only(tmp_path):
+    config = load_preset("smoke")
+    config["experiments"]["alpha"]["train"].update(batching="cluster", partitions=16, batch_partitions=4)
+    proc = snakemake(tmp_path, "-n", "-p", "--configfile", write_config(tmp_path / "cluster.yaml", config))
+    commands = train_commands_of(proc.stdout)
+    alpha = [c for c in commands if "--out results/alpha/" in c]
+    flags = ("--batching cluster ", "--partitions 16 ", "--batch-partitions 4 ")
+    assert alpha and all(flag in c for c in alpha for flag in flags)
+    others = [c for c in commands if c not in alpha]
+    assert others and not any("--batching" in c or "partitions" in c for c in others)
+
+
+def test_a_bad_batching_is_rejected_by_the_schema(tmp_path):
+    config = load_preset("smoke")
+    config["experiments"]["alpha"]["train"]["batching"] = "minibatch"
+    proc = snakemake(tmp_path, "-n", "--configfile", write_config(tmp_path / "bad.yaml", config), check=False)
+    assert proc.returncode != 0
+    assert "'minibatch' is not one of ['full', 'cluster']" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("where", ["top", "experiment"])
 def test_an_unknown_device_is_rejected_naming_the_key(tmp_path, where):
     config = load_preset("smoke")

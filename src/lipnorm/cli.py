@@ -15,8 +15,10 @@ import sys
 from lipnorm import registry
 
 
-# `lipnorm.nn.models.RECIPES`, spelt here so that `lipnorm --help` imports no torch.
+# `lipnorm.nn.models.RECIPES` and `lipnorm.cluster_batches.BATCHINGS`, spelt here so that
+# `lipnorm --help` imports no torch.
 RECIPES = ("lipnorm", "official")
+BATCHINGS = ("full", "cluster")
 DEVICE_HELP = (
     "cpu (default), cuda, cuda:N or auto (cuda if torch sees a GPU and DGL has CUDA, else "
     "cpu); cuda needs DGL's CUDA build (docs/training.md)"
@@ -175,6 +177,20 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "--checkpoint", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
         help="activation checkpointing: each attention block recomputed in the backward pass, "
         "less memory, the same numbers (deep models; default off)",
+    )
+    flags.add_argument(
+        "--batching", choices=BATCHINGS, default=argparse.SUPPRESS,
+        help="full: each training step on the whole graph (default); cluster: Cluster-GCN "
+        "batches, the subgraphs of --batch-partitions of the graph's --partitions METIS parts, "
+        "one step each (deep models; docs/training.md)",
+    )
+    flags.add_argument(
+        "--partitions", type=int, metavar="K", default=argparse.SUPPRESS,
+        help="--batching cluster: METIS parts of the graph, cached under --data-root (default 64)",
+    )
+    flags.add_argument(
+        "--batch-partitions", type=int, metavar="B", default=argparse.SUPPRESS,
+        help="--batching cluster: parts per batch, B <= K (default 16)",
     )
     flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,

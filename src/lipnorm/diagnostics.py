@@ -370,6 +370,13 @@ class GraphDiagnostics:
         Cheaper than the methods one by one: each pass over `h` and the edges is made
         once, and all values come back in one device-to-host copy.
         """
+        stats = self.layer_stats_tensors(h, attention)
+        return dict(zip(stats, torch.stack(list(stats.values())).tolist()))
+
+    @torch.no_grad()
+    def layer_stats_tensors(self, h: torch.Tensor, attention: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """`layer_stats` as 0-d float64 tensors on the device of `h`, read by nothing: no
+        wait for a GPU, and nothing of `h` or `attention` kept."""
         rows = self._rows(h)
         weights = None if attention is None else self._attention(attention)
         norms, spread = self._node_sums(rows)
@@ -383,7 +390,7 @@ class GraphDiagnostics:
         if weights is not None:
             stats["attention_entropy"] = self._entropy(weights)
         stats["output_norm"] = norms.dot(norms).sqrt()
-        return dict(zip(stats, torch.stack(list(stats.values())).tolist()))
+        return stats
 
 
 def dirichlet_energy(graph: dgl.DGLGraph, h: torch.Tensor) -> float:

@@ -1,4 +1,5 @@
-"""One training run: full-batch node classification with per-layer gradient logging.
+"""One training run: node classification, full batch or on Cluster-GCN batches
+(`batching`, `lipnorm.cluster_batches`), with per-layer gradient logging.
 
 `run(config, out)` validates the settings, loads the dataset, erases the feature rows of
 the missing-features mask, trains with Adam and evaluates every epoch, and writes the
@@ -62,9 +63,10 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import lipnorm
-from lipnorm import data, registry
+from lipnorm import cluster_batches, data, registry
 from lipnorm import device as devices
 from lipnorm import run_state
+from lipnorm.cluster_batches import ClusterBatches
 from lipnorm.device import check_device, resolve_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
@@ -175,6 +177,12 @@ class TrainConfig:
     dropedge: float = 0.0
     # Activation checkpointing (lipnorm.nn.models): less memory, the same numbers.
     checkpoint: bool = False
+    # "full": each training step on the whole graph; "cluster": Cluster-GCN batches, each
+    # the subgraph of `batch_partitions` of the graph's `partitions` METIS parts
+    # (lipnorm.cluster_batches; the two counts are used by "cluster" only).
+    batching: str = "full"
+    partitions: int = cluster_batches.DEFAULT_PARTITIONS
+    batch_partitions: int = cluster_batches.DEFAULT_BATCH_PARTITIONS
     recipe: str = "lipnorm"
     depth: int = 2
     alpha: float = 1.0
@@ -255,6 +263,9 @@ class TrainConfig:
             raise ValueError(f"epochs must be >= 1, got {self.epochs!r}")
         if not 0 <= self.dropedge < 1:
             raise ValueError(f"dropedge must be a rate in [0, 1) (0: off), got {self.dropedge!r}")
+        cluster_batches.check_settings(
+            self.batching, self.partitions, self.batch_partitions, self.model_parts()[0], self.model
+        )
         if not 0 <= self.missing_rate <= 100:
             raise ValueError(f"missing_rate must be in [0, 100] (percent), got {self.missing_rate!r}")
         if not 0 <= self.seed < 2**32:
@@ -434,12 +445,16 @@ class Setup(NamedTuple):
     labels: torch.Tensor  # on `device`
     splits: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # train/val/test node indices on `device`
     device: torch.device
+    batches: ClusterBatches | None = None  # the training batches of `batching="cluster"`
 
 
 def prepare(config: TrainConfig) -> Setup:
     """Seed, load the data, apply the missing-features mask, build the model, and move
     what training uses to `config.device`: the graph, the erased features, the labels, the
-    split masks as node indices, the model (not the unerased features or the masks)."""
+    split masks as node indices, the model (not the unerased features or the masks).
+    With `batching="cluster"`, the METIS partition too (`lipnorm.cluster_batches`: read from
+    its cache under `data_root`, else computed and cached); the batches stay on the CPU
+    until each is used."""
     # First: an unusable device is refused before anything is loaded.
     device = resolve_device(config.device)
     devices.use_device(device)
@@ -465,11 +480,19 @@ def prepare(config: TrainConfig) -> Setup:
     # Indices, made on the CPU: selecting rows by a boolean mask on a GPU waits for the
     # GPU to count them (a host synchronisation) at every use.
     masks = (dataset.train_mask, dataset.val_mask, dataset.test_mask)
-    splits = tuple(devices.move(torch.nonzero(mask).squeeze(1), device) for mask in masks)
+    cpu_splits = [torch.nonzero(mask).squeeze(1) for mask in masks]
+    batches = None
+    if config.batching == "cluster":
+        path = cluster_batches.cache_path(config.data_root, config.dataset, config.partitions, csbm)
+        sampler = cluster_batches.partition_sampler(dataset.graph, config.partitions, path)
+        batches = ClusterBatches(
+            sampler, dataset.graph, cpu_splits[0], config.batch_partitions, config.seed, device, path
+        )
     return Setup(
         dataset, devices.move(features, device), devices.move(model, device), model_config, erased,
         graph=devices.move(dataset.graph, device), labels=devices.move(dataset.labels, device),
-        splits=splits, device=device,
+        splits=tuple(devices.move(split, device) for split in cpu_splits), device=device,
+        batches=batches,
     )
 
 
@@ -598,16 +621,20 @@ class LayerStats:
     """Diagnostics of each attention layer's output and attention in a forward pass.
 
     While `active`, a pre-hook makes every attention layer return its attention too
-    (`get_attention=True`) and a forward hook keeps `(output, attention)` and hands the
-    output alone on, so the model computes exactly what it computes without them. The
-    layers of an architecture registered with `attention=False` (e.g. GCN) are asked
-    for nothing: their statistics have no attention entropy.
+    (`get_attention=True`) and a forward hook reduces `(output, attention)` to the
+    layer's statistics at once (`GraphDiagnostics.layer_stats_tensors`, left on the
+    device) and hands the output alone on, so the model computes exactly what it computes
+    without them, and an evaluation keeps no layer's output or attention beyond its
+    layer: memory O(N H D) rather than O(depth N H D). The layers of an architecture
+    registered with `attention=False` (e.g. GCN) are asked for nothing: their statistics
+    have no attention entropy.
     """
 
     def __init__(self, model: torch.nn.Module, graph: dgl.DGLGraph):
         self.diagnostics = GraphDiagnostics(graph)
         self.layers = [index for index, _ in attention_layers(model)]
-        self.captured: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        # Per layer of the forward: its statistics, metric -> 0-d float64 tensor.
+        self.captured: list[dict[str, torch.Tensor]] = []
         self.active = False
         self.handles = []
         self.with_attention = returns_attention(model)
@@ -625,7 +652,7 @@ class LayerStats:
         if not self.active:
             return None
         if not self.with_attention:
-            self.captured.append((output.detach(), None))
+            self.captured.append(self.diagnostics.layer_stats_tensors(output))
             return None
         if not isinstance(output, tuple) or len(output) != 2:
             raise ValueError(
@@ -634,7 +661,7 @@ class LayerStats:
                 "with attention=False if its layers have no attention"
             )
         rst, attention = output
-        self.captured.append((rst.detach(), attention.detach()))
+        self.captured.append(self.diagnostics.layer_stats_tensors(rst, attention))
         return rst
 
     def rows(self, epoch: int) -> list[tuple]:
@@ -644,11 +671,8 @@ class LayerStats:
                 f"captured {len(self.captured)} attention layers of {len(self.layers)}: "
                 "the forward did not run every attention layer once"
             )
-        rows = [
-            (epoch, layer, metric, value)
-            for layer, (h, attention) in zip(self.layers, self.captured)
-            for metric, value in self.diagnostics.layer_stats(h, attention).items()
-        ]
+        values = iter(torch.stack([value for stats in self.captured for value in stats.values()]).tolist())
+        rows = [(epoch, layer, metric, next(values)) for layer, stats in zip(self.layers, self.captured) for metric in stats]
         self.captured.clear()
         return rows
 
@@ -658,14 +682,16 @@ class LayerStats:
 
 
 class Trainer:
-    """Full-batch training steps and evaluation of one model on one dataset."""
+    """Training epochs (full batch, or cluster batches where `setup.batches` has them) and
+    whole-graph evaluation of one model on one dataset."""
 
     def __init__(
         self, setup: Setup, lr: float, weight_decay: float, protocol: str, *, dropedge: float = 0.0, seed: int = 0
     ):
         """`dropedge` > 0: each training step sees a fresh DropEdge subset of the graph's
         edges, drawn from a stream of its own seeded with `seed` (evaluation: the whole graph;
-        the subset is drawn on the host, so on a GPU such a step waits for it once)."""
+        the subset is drawn on the host, so on a GPU such a step waits for it once).
+        `setup.batches` (cluster batches): their shuffling stream is registered too."""
         dataset = setup.dataset
         self.model = setup.model
         self.graph = setup.graph
@@ -687,6 +713,9 @@ class Trainer:
         self.dropedge = DropEdge(dropedge, seed) if dropedge else None
         if self.dropedge is not None:
             self.random_streams.register("dropedge", self.dropedge)
+        self.batches = setup.batches
+        if self.batches is not None:
+            self.random_streams.register("cluster_batches", self.batches)
 
     @property
     def lr(self) -> float:
@@ -713,24 +742,63 @@ class Trainer:
         self.random_streams.load_state_dict(state["random"])
 
     def train_step(self, instrument: bool = True) -> StepResult:
-        """Forward, backward and an optimizer step; the measurements stay on the device.
+        """An epoch's training: forward, backward and an optimizer step on the whole graph,
+        or one per cluster batch (`Setup.batches`); the measurements stay on the device.
 
         `instrument` measures the gradient-group norms (which also detect a non-finite
         gradient) and the attention outputs' norms; False exists to time their cost.
         Nothing here waits for a GPU: the step is taken whatever the gradients are, since
         deciding on the host would synchronise every step; a non-finite loss or gradient
         norm ends the run at this epoch (`_train_loop`), so the model it leaves is not used.
+        (Cluster batches are built on the host: each waits for its copy to the device and
+        the layers' zero-in-degree check of its new graph.)
+
+        With cluster batches, a batch without training nodes is skipped, and the epoch's
+        measurements combine those of its steps: the loss is their mean weighted by the
+        batches' training nodes (the mean over every training node, as on the whole
+        graph), a gradient-group norm the mean of the steps' norms, a layer's output norm
+        the Frobenius norm over the nodes of every step (`sqrt` of the sum of the steps'
+        squares: with every batch trained on, each node's output counted once).
         """
+        if self.batches is None:
+            return self._step(self.graph, self.features, self.splits[0], self._rows(self.labels, 0), instrument)
+        steps: list[StepResult] = []
+        weights: list[int] = []
+        for batch in self.batches.epoch():
+            if not batch.has_training_nodes:
+                continue
+            steps.append(self._step(
+                batch.graph, self.features.index_select(0, batch.nodes), batch.train_rows,
+                self.labels.index_select(0, batch.train_nodes), instrument,
+            ))
+            weights.append(batch.num_train)
+        if not steps:
+            raise ValueError("no cluster batch has training nodes: the training split is empty")
+        loss = sum(step.loss.double() * weight for step, weight in zip(steps, weights)) / sum(weights)
+        grad_norms = output_norms = None
+        if instrument:
+            grad_norms = sum(step.grad_norms for step in steps) / len(steps)
+            if steps[0].output_norms is not None:
+                output_norms = sum(step.output_norms.square() for step in steps).sqrt()
+        return StepResult(loss, grad_norms, output_norms)
+
+    def _step(
+        self, graph: dgl.DGLGraph, features: torch.Tensor, train_rows: torch.Tensor,
+        train_labels: torch.Tensor, instrument: bool,
+    ) -> StepResult:
+        """One optimizer step on `graph` (DropEdge's subset of it, if on), the loss on its
+        rows `train_rows`, whose labels are `train_labels`."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         self.output_norms.norms.clear()
         self.output_norms.active = instrument
-        graph = self.graph if self.dropedge is None else self.dropedge.graph_for_epoch(self.graph)
+        if self.dropedge is not None:
+            graph = self.dropedge.graph_for_epoch(graph)
         try:
-            logits = self.model(graph, self.features)
+            logits = self.model(graph, features)
         finally:
             self.output_norms.active = False
-        loss = self.loss_fn(self._rows(logits, 0), self._rows(self.labels, 0))
+        loss = self.loss_fn(logits.index_select(0, train_rows), train_labels)
         loss.backward()
         grad_norms = output_norms = None
         if instrument:
@@ -856,6 +924,12 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
                 "as stored (not row-normalised)" if config.raw_features else "as loaded",
             )
             log.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
+            if setup.batches is not None:
+                log.info(
+                    "cluster batches: %d METIS partitions (%s), %d per batch, %d batches an epoch",
+                    setup.batches.partitions, setup.batches.cache_path, setup.batches.batch_partitions,
+                    math.ceil(setup.batches.partitions / setup.batches.batch_partitions),
+                )
             if saved is not None:
                 trainer.load_state_dict(saved["trainer"])
                 history = History(**saved["history"])
