@@ -365,7 +365,8 @@ def calibration_points() -> list[dict[str, Any]]:
 
 
 def measure(point: Mapping[str, Any], threads: int, device: str, workdir: Path) -> dict[str, Any]:
-    """Train `point` for `CALIBRATION_EPOCHS` epochs in a subprocess; its measurement
+    """Train `point` (csbm parameters, heads, hidden, depth, checkpoint, optionally
+    model: default `CALIBRATION_MODEL`) for `CALIBRATION_EPOCHS` epochs in a subprocess; its measurement
     row: sizes and settings, `memory_mb` (the run's `peak_memory_mb`) and `epoch_s`
     (the last epoch's seconds: the first includes warm-up)."""
     import pandas as pd
@@ -373,7 +374,7 @@ def measure(point: Mapping[str, Any], threads: int, device: str, workdir: Path) 
     run_dir = workdir / f"run{len(list(workdir.iterdir()))}"
     command = [
         sys.executable, "-m", "lipnorm", "train", "--dataset", "csbm", "--csbm", grid.csbm_spec(point["csbm"]),
-        "--model", CALIBRATION_MODEL, "--depth", str(point["depth"]), "--heads", str(point["heads"]),
+        "--model", point.get("model", CALIBRATION_MODEL), "--depth", str(point["depth"]), "--heads", str(point["heads"]),
         "--hidden", str(point["hidden"]), "--epochs", str(CALIBRATION_EPOCHS), "--threads", str(threads),
         "--device", device, "--checkpoint" if point["checkpoint"] else "--no-checkpoint", "--out", str(run_dir),
     ]
