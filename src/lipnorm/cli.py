@@ -340,7 +340,7 @@ def _plan(args: argparse.Namespace) -> int:
     estimate = coefficients.estimate(shape)
     if args.device != coefficients.device:
         print(f"note: the coefficients were measured on {coefficients.device}, not {args.device}", file=sys.stderr)
-    print(f"{estimate.memory_mb:.0f} MB peak memory, {estimate.epoch_s:.2f} s per epoch ({coefficients.threads} threads, {coefficients.device})")
+    print(f"{estimate.memory_mb:.0f} MB peak memory, {estimate.epoch_s:.2f} s per epoch ({coefficients.threads} thread(s), {coefficients.device})")
     return 0
 
 

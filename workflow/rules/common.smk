@@ -116,7 +116,9 @@ TRAIN_PLAN = plan.plan_workflow(config, plan.load_coefficients())
 
 
 def planned_job(wildcards):
-    return TRAIN_PLAN[wildcards.run_group, grid.RUN_SUBDIR.format(**dict(wildcards.items()))]
+    return TRAIN_PLAN[
+        wildcards.run_group, grid.RUN_SUBDIR.format(**dict(wildcards.items()))
+    ]
 
 
 def train_args(wildcards):
