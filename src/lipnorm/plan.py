@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lipnorm import grid, registry
 from lipnorm.registry import DatasetSizes
@@ -102,6 +102,7 @@ class RunShape:
 
     @property
     def width(self) -> int:
+        """Features per node after each attention layer: heads x hidden."""
         return self.heads * self.hidden
 
 
@@ -187,6 +188,7 @@ class Coefficients:
         return Estimate(memory_mb=memory, epoch_s=seconds)
 
     def to_json(self) -> dict[str, Any]:
+        """The calibration file's content (`FORMAT`)."""
         return {
             "format": FORMAT,
             "device": self.device,
@@ -478,6 +480,7 @@ class Job:
 
     @property
     def run_dir(self) -> str:
+        """`<run_group>/runs/<subdir>`, below the config's `results`."""
         return f"{self.run_group}/runs/{self.subdir}"
 
     def mem_mb(self, attempt: int = 1) -> int:
@@ -491,6 +494,7 @@ class Job:
 
     @property
     def cpu_hours(self) -> float:
+        """Epochs x epoch time, in hours (times the calibration's threads for CPU-hours)."""
         return self.epochs * self.estimate.epoch_s / 3600
 
 
