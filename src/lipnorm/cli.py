@@ -13,11 +13,9 @@ import sys
 
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
 from lipnorm import registry
+from lipnorm.recipes import RECIPES
 
-
-# `lipnorm.nn.models.RECIPES` and `lipnorm.cluster_batches.BATCHINGS`, spelt here so that
-# `lipnorm --help` imports no torch.
-RECIPES = ("lipnorm", "official")
+# `lipnorm.cluster_batches.BATCHINGS`, spelt here so that `lipnorm --help` imports no torch.
 BATCHINGS = ("full", "cluster")
 DEVICE_HELP = (
     "cpu (default), cuda, cuda:N or auto (cuda if torch sees a GPU and DGL has CUDA, else "
@@ -305,6 +303,64 @@ def _bench(args: argparse.Namespace) -> int:
     ))
 
 
+def _add_plan(sub: argparse._SubParsersAction) -> None:
+    plan = sub.add_parser(
+        "plan",
+        parents=[_plugins_parser()],
+        help="predict training runs' peak memory and time; calibrate the prediction",
+        description="Predict one run's peak memory (MB) and epoch time (s) from its settings and "
+        "its dataset's sizes (--dataset ...), or every training job of a workflow config "
+        "(--configfile), or measure this machine and fit the coefficients (--calibrate). "
+        "Coefficients: --coefficients FILE, else $LIPNORM_PLAN_COEFFICIENTS, else the ones "
+        "shipped with lipnorm (docs/cluster.md, \"Planning memory and time\").",
+    )
+    what = plan.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dataset", help="plan one run on this dataset: " + _names("dataset"))
+    what.add_argument("--configfile", metavar="FILE", help="plan every training job of this workflow config")
+    what.add_argument(
+        "--calibrate", action="store_true",
+        help="train a fixed set of csbm runs (2 epochs each, about 15 min on one core), fit, write --out",
+    )
+    plan.add_argument("--coefficients", metavar="FILE", help="calibration file (default: $LIPNORM_PLAN_COEFFICIENTS, else lipnorm's own)")
+    plan.add_argument("--out", metavar="FILE", default="plan_coefficients.json", help="--calibrate: file to write (default: %(default)s)")
+    plan.add_argument("--threads", type=int, default=1, help="--calibrate: threads of each run (default: %(default)s)")
+    plan.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device of the runs: --calibrate runs on it; an estimate notes coefficients of another (default: %(default)s)")
+    run = plan.add_argument_group("one run (with --dataset)")
+    run.add_argument("--csbm", help="csbm parameters key=value,...")
+    run.add_argument("--depth", type=int, default=2, help="attention layers (default: %(default)s)")
+    run.add_argument("--heads", type=int, default=8, help="(default: %(default)s)")
+    run.add_argument("--hidden", type=int, default=8, help="features per head (default: %(default)s)")
+    run.add_argument("--checkpoint", action="store_true", help="activation checkpointing")
+    run.add_argument("--batching", default="full", help="full (default) or cluster")
+    run.add_argument("--partitions", type=int, default=1, help="cluster: METIS partitions K")
+    run.add_argument("--batch-partitions", type=int, default=1, help="cluster: partitions per batch B")
+    run.add_argument("--data-root", default="resources/datasets", help="a plugin's dataset without sizes is loaded from here")
+    plan.set_defaults(handler=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from lipnorm import plan
+
+    registry.load_plugins(args.plugins)
+    if args.calibrate:
+        coefficients = plan.calibrate(args.out, args.threads, args.device, progress=print)
+        print(f"wrote {args.out} ({len(coefficients.measurements)} runs on {coefficients.machine})")
+        return 0
+    coefficients = plan.load_coefficients(args.coefficients)
+    if args.configfile:
+        print(plan.config_report(plan.read_config(args.configfile), coefficients))
+        return 0
+    shape = plan.RunShape(
+        plan.dataset_sizes(args.dataset, args.csbm, root=args.data_root), args.depth, args.heads, args.hidden,
+        args.checkpoint, args.batching, args.partitions, args.batch_partitions,
+    )
+    estimate = coefficients.estimate(shape)
+    if args.device != coefficients.device:
+        print(f"note: the coefficients were measured on {coefficients.device}, not {args.device}", file=sys.stderr)
+    print(f"{estimate.memory_mb:.0f} MB peak memory, {estimate.epoch_s:.2f} s per epoch ({coefficients.threads} thread(s), {coefficients.device})")
+    return 0
+
+
 def _add_probe(sub: argparse._SubParsersAction) -> None:
     probe = sub.add_parser(
         "probe",
@@ -401,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_probe(sub)
     _add_publish(sub)
+    _add_plan(sub)
     return parser
 
 

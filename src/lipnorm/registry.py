@@ -79,6 +79,24 @@ class Norm:
 
 
 @dataclass(frozen=True)
+class DatasetSizes:
+    """What a dataset's training costs grow with (`lipnorm.plan`): nodes, edges as the
+    model sees them (symmetrised where the loader does, one self-loop per node
+    included), feature columns and classes (labels, for a multilabel dataset)."""
+
+    nodes: int
+    edges: int
+    features: int
+    classes: int
+
+    def __post_init__(self) -> None:
+        for key in ("nodes", "edges", "features", "classes"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"dataset sizes: {key}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
 class Dataset:
     """A registered dataset (see `register_dataset`); `load` None = `lipnorm.data`'s own."""
 
@@ -86,6 +104,7 @@ class Dataset:
     label: str
     colour: str
     load: Factory | None
+    sizes: DatasetSizes | None = None
 
 
 ARCHITECTURES: dict[str, Architecture] = {}
@@ -195,18 +214,24 @@ def register_norm(
     return _add(NORMS, Norm(name, label, colour, lip_colour, factory, attribute))
 
 
-def register_dataset(name: str, *, label: str, colour: str, load: Factory | None = None) -> Dataset:
+def register_dataset(
+    name: str, *, label: str, colour: str, load: Factory | None = None, sizes: DatasetSizes | None = None
+) -> Dataset:
     """Register a dataset. `load() -> mapping` with keys `graph` (a DGLGraph), `features`
     `(N, F)`, `labels` `(N,)` integer classes, `train_mask`, `val_mask`, `test_mask`
     (bool `(N,)`), and optionally `num_classes` (default: max label + 1); lipnorm builds
     and checks the `NodeDataset` (`lipnorm.data.dataset.dataset_from_parts`). `load`
-    None is for lipnorm's own datasets (`lipnorm.data.DATASETS`)."""
+    None is for lipnorm's own datasets (`lipnorm.data.DATASETS`). `sizes` (optional,
+    `DatasetSizes`) lets `lipnorm.plan` estimate a run without loading the data; without
+    it the plan loads the dataset once to count them."""
     _check_new("dataset", name, DATASETS)
+    if sizes is not None and not isinstance(sizes, DatasetSizes):
+        raise ValueError(f"dataset {name!r}: sizes must be a lipnorm.registry.DatasetSizes, got {sizes!r}")
     if load is None and name not in BUILTIN_DATASETS:
         raise ValueError(f"dataset {name!r}: give load= (a function returning the graph, features, labels and masks)")
     if load is not None:
         _check_factory("dataset", name, "load", load)
-    return _add(DATASETS, Dataset(name, label, colour, load))
+    return _add(DATASETS, Dataset(name, label, colour, load, sizes))
 
 
 def _add(registered: dict, entry):
@@ -537,5 +562,23 @@ _DATASET_STYLE = {
     "ogbn-arxiv": ("ogbn-arxiv", "#ca9161"),
     "csbm": ("CSBM", "#949494"),
 }
+# The sizes of lipnorm's own datasets as `lipnorm.data` loads them: self-loops removed,
+# then one per node added (`build_node_dataset`). Cora and CiteSeer counted from the
+# loaded graphs; PubMed: DGL's 88,651 edges less its 3 self-loops (PyG's 88,648);
+# Coauthor-CS: DGL's 163,788 (no self-loops); PPI: one batched graph of its 24
+# graphs, 2 x the GAT paper's 818,716 undirected edges (approximate: a self-loop in
+# the source would be counted twice, under 0.1 % of the edges); ogbn-arxiv:
+# `dgl.to_bidirected` of the 1,166,243 citations, 2,315,598 edges. csbm's follow from
+# its parameters (`lipnorm.plan.dataset_sizes`).
+_BUILTIN_SIZES = {
+    "cora": DatasetSizes(nodes=2708, edges=10556 + 2708, features=1433, classes=7),
+    "citeseer": DatasetSizes(nodes=3327, edges=9104 + 3327, features=3703, classes=6),
+    "pubmed": DatasetSizes(nodes=19717, edges=88648 + 19717, features=500, classes=3),
+    "coauthor-cs": DatasetSizes(nodes=18333, edges=163788 + 18333, features=6805, classes=15),
+    "ppi": DatasetSizes(nodes=56944, edges=2 * 818716 + 56944, features=50, classes=121),
+    "ogbn-arxiv": DatasetSizes(nodes=169343, edges=2315598 + 169343, features=128, classes=40),
+}
 for _name in BUILTIN_DATASETS:
-    register_dataset(_name, label=_DATASET_STYLE[_name][0], colour=_DATASET_STYLE[_name][1])
+    register_dataset(
+        _name, label=_DATASET_STYLE[_name][0], colour=_DATASET_STYLE[_name][1], sizes=_BUILTIN_SIZES.get(_name)
+    )

@@ -70,9 +70,9 @@ from lipnorm.cluster_batches import ClusterBatches
 from lipnorm.device import check_device, resolve_device
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.io import atomic_dir, write_json, write_parquet
+from lipnorm.recipes import LIPNORM_DEFAULTS, OFFICIAL_DEFAULTS, RECIPES, official_epochs, recipe_defaults
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models import (
-    RECIPES,
     ModelConfig,
     attention_layers,
     build_model,
@@ -102,39 +102,6 @@ def __getattr__(name: str):
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
 PLATEAU_PATIENCE = 10
-
-# The recipe-dependent settings: None in a TrainConfig means "the recipe's default".
-LIPNORM_DEFAULTS = {
-    "epochs": 200, "lr": 0.005, "weight_decay": 5e-4, "heads": 8, "hidden": 8,
-    "protocol": "best-val", "variant": "paper",
-}
-# The authors' parser.py defaults (lr 0.01, weight decay 5e-4, 8 heads, hidden 64),
-# the scheduler and last-epoch test accuracy of train_deepgat_missing.py, the normaliser
-# of normalizations/lipschitznorm.py; epochs from `official_epochs`.
-OFFICIAL_DEFAULTS = {
-    "lr": 0.01, "weight_decay": 5e-4, "heads": 8, "hidden": 64,
-    "protocol": "official", "variant": "official",
-}
-
-
-def official_epochs(depth: int) -> int:
-    """Epochs of the authors' launcher (`launch_batch_xps.py`) for a network of `depth`
-    attention layers: it launches a (num_layers, nepoch) combination only if nepoch is
-    1000 for num_layers <= 4, 1500 for 4 < num_layers < 8 and 2500 for num_layers >= 8."""
-    if depth <= 4:
-        return 1000
-    if depth < 8:
-        return 1500
-    return 2500
-
-
-def recipe_defaults(recipe: str, depth: int) -> dict[str, Any]:
-    """The value each recipe-dependent setting takes when it is not given."""
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
-    if recipe == "lipnorm":
-        return dict(LIPNORM_DEFAULTS)
-    return {"epochs": official_epochs(depth), **OFFICIAL_DEFAULTS}
 
 METRICS_COLUMNS = [
     "epoch", "train_loss", "train_metric", "val_loss", "val_metric", "test_metric", "lr", "seconds"

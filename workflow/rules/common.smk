@@ -7,7 +7,7 @@ import sys
 
 from snakemake.utils import validate
 
-from lipnorm import grid, numbers, registry
+from lipnorm import grid, numbers, plan, registry
 from lipnorm.aggregate import AGGREGATE_TABLES
 from lipnorm.analysis import FIGURES
 from lipnorm.tables import TABLES
@@ -108,10 +108,34 @@ def dataset_ready(wildcards):
     return ancient(DATASET_READY.format(dataset=wildcards.dataset))
 
 
+# Every training job planned (lipnorm.plan): memory and runtime estimates, and the
+# checkpointing or cluster batches given to a job over the config's max_mem_mb; a job
+# that fits nothing stops the workflow here, named. Coefficients: the file in
+# $LIPNORM_PLAN_COEFFICIENTS, else lipnorm's own (docs/cluster.md).
+TRAIN_PLAN = plan.plan_workflow(config, plan.load_coefficients())
+
+
+def planned_job(wildcards):
+    return TRAIN_PLAN[
+        wildcards.run_group, grid.RUN_SUBDIR.format(**dict(wildcards.items()))
+    ]
+
+
 def train_args(wildcards):
-    """The run group's `train` settings over the config's top-level ones (e.g. device)."""
-    settings = {**config.get("train", {}), **RUN_GROUPS[wildcards.run_group]["train"]}
+    """The run group's `train` settings over the config's top-level ones (e.g. device),
+    and what the plan added (checkpoint, cluster batches)."""
+    settings = planned_job(wildcards).settings
     return " ".join(filter(None, [PLUGIN_ARGS, grid.option_args(settings)]))
+
+
+def train_mem_mb(wildcards, attempt):
+    """The plan's memory estimate x 1.25 x attempt (lipnorm.plan.Job.mem_mb)."""
+    return planned_job(wildcards).mem_mb(attempt)
+
+
+def train_runtime(wildcards, attempt):
+    """Minutes: (epochs x the plan's epoch time + start-up) x 1.5 x attempt."""
+    return planned_job(wildcards).runtime_min(attempt)
 
 
 def run_dirs(wildcards):

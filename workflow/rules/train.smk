@@ -14,8 +14,12 @@ rule train:
         layerstats=f"{RUN_DIR}/layerstats.parquet",
     log:
         RUN_LOG,
-    # Threads, memory and runtime are set per machine in profiles/.
+    # Threads are set per machine in profiles/; memory and runtime come from the plan
+    # of each job (lipnorm.plan, common.smk), growing with each retry.
     threads: 1
+    resources:
+        mem_mb=train_mem_mb,
+        runtime=train_runtime,
     params:
         run_dir=lambda wildcards, output: os.path.dirname(output.summary),
         root=dataset_root,

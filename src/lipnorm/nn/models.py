@@ -55,8 +55,7 @@ from lipnorm.nn.gt import VARIANTS, GTConv
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
 
-# "lipnorm": this project's networks; "official": the authors' public DeepGAT (`DeepGAT`).
-RECIPES = ("lipnorm", "official")
+from lipnorm.recipes import RECIPES
 # The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
 OFFICIAL_MODELS = ("gat", "gat-lip", "gat-pairnorm")
 GROUPS = (*registry.PARAMETER_GROUPS, "all")
