@@ -698,42 +698,60 @@ libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = MallInfo2
 if sys.argv[1] == "retain":
     assert retain_freed_memory()
+floats = int(sys.argv[2]) // 4
 before = libc.mallinfo2()
-tensor = torch.ones(16 << 20)  # 64 MiB: above glibc's largest dynamic mmap threshold (32 MiB)
+tensor = torch.ones(floats)
 alive = libc.mallinfo2()
 del tensor
 freed = libc.mallinfo2()
 for _ in range(20):
-    torch.ones(16 << 20)  # allocated, written, freed
+    torch.ones(floats)  # allocated, written, freed
 settled = libc.mallinfo2()
 for _ in range(10):
-    torch.ones(16 << 20)
+    torch.ones(floats)
 again = libc.mallinfo2()
 print(json.dumps({name: [getattr(info, name) for info in (before, alive, freed, settled, again)]
                   for name in ("hblkhd", "arena", "uordblks", "fordblks")}))
 """
 
-TENSOR_BYTES = 64 << 20
+# Above glibc's largest dynamic mmap threshold (32 MiB), and below it.
+LARGE_TENSOR_BYTES, SMALL_TENSOR_BYTES = 64 << 20, 16 << 20
+
+
+def _malloc_stats(mode: str, tensor_bytes: int) -> dict:
+    # glibc's own accounting (mallinfo2), not page-fault counts, which the kernel's page
+    # reclaim makes vary from run to run.
+    done = subprocess.run(
+        [sys.executable, "-c", RETAIN_PROBE, mode, str(tensor_bytes)], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _mapped_then_unmapped(stats: dict, tensor_bytes: int) -> bool:
+    mapped_before, mapped_alive, mapped_freed, _, mapped_last = stats["hblkhd"]
+    return mapped_alive - mapped_before >= tensor_bytes and mapped_freed == mapped_last == mapped_before
 
 
 def test_retain_freed_memory_reuses_freed_tensors_instead_of_mapping_fresh_pages():
-    # Read from glibc's own accounting (mallinfo2), not from page-fault counts, which the
-    # kernel's page reclaim makes vary from run to run.
-    def malloc_stats(mode: str) -> dict:
-        done = subprocess.run([sys.executable, "-c", RETAIN_PROBE, mode], capture_output=True, text=True, check=True)
-        return json.loads(done.stdout.splitlines()[-1])
-
-    default, retained = malloc_stats("default"), malloc_stats("retain")
-    # glibc's default: the tensor is a mapping of its own (hblkhd), unmapped when freed.
-    mapped_before, mapped_alive, mapped_freed, _, _ = default["hblkhd"]
-    assert mapped_alive - mapped_before >= TENSOR_BYTES
-    assert mapped_freed == mapped_before
-    # Retained: the tensor comes from the heap (whose free space may serve a little of it:
-    # count bytes in use), its bytes stay there as free space when freed, and once the heap
-    # has settled (it grew by a few tensors over the first ~12 on this machine, run to
-    # run), ten more tensors reuse its free space without growing it.
+    # glibc's default: a tensor above 32 MiB is a mapping of its own (hblkhd), unmapped
+    # when freed, so its pages are faulted in anew each time (one below it may be too,
+    # depending on what was freed before: glibc's threshold is dynamic).
+    assert _mapped_then_unmapped(_malloc_stats("default", LARGE_TENSOR_BYTES), LARGE_TENSOR_BYTES)
+    # Retained: a tensor below 32 MiB comes from the heap (whose free space may serve a
+    # little of it: count bytes in use), its bytes stay there as free space when freed,
+    # and once the heap has settled (it grew by a few tensors over the first ~12 on this
+    # machine, run to run), ten more tensors reuse its free space without growing it.
+    retained = _malloc_stats("retain", SMALL_TENSOR_BYTES)
     assert retained["hblkhd"][1] == retained["hblkhd"][0]
-    assert retained["uordblks"][1] - retained["uordblks"][0] >= TENSOR_BYTES
-    assert retained["fordblks"][2] >= TENSOR_BYTES
+    assert retained["uordblks"][1] - retained["uordblks"][0] >= SMALL_TENSOR_BYTES
+    assert retained["fordblks"][2] >= SMALL_TENSOR_BYTES
     assert retained["arena"][4] == retained["arena"][3]
     assert retained["hblkhd"][4] == retained["hblkhd"][0]
+
+
+def test_retain_freed_memory_maps_large_tensors_so_they_do_not_fragment_the_heap():
+    # A large graph's (N, H*D) tensors (32 MiB and more) stay out of the heap: each is
+    # mapped and unmapped, and the heap does not grow by them.
+    retained = _malloc_stats("retain", LARGE_TENSOR_BYTES)
+    assert _mapped_then_unmapped(retained, LARGE_TENSOR_BYTES)
+    assert retained["arena"][4] - retained["arena"][0] < LARGE_TENSOR_BYTES

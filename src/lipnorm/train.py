@@ -463,9 +463,11 @@ def prepare(config: TrainConfig) -> Setup:
     )
 
 
-# glibc's mallopt parameters (malloc.h) and the size below which freed memory is reused.
+# glibc's mallopt parameters (malloc.h); allocations from this size on get a mapping of
+# their own; the free memory at the heap's top kept instead of returned to the OS.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-RETAINED_ALLOCATION_BYTES = 1 << 30
+MAPPED_ALLOCATION_BYTES = 32 << 20
+RETAINED_FREE_BYTES = 1 << 30
 
 
 def retain_freed_memory() -> bool:
@@ -475,18 +477,21 @@ def retain_freed_memory() -> bool:
     dynamically to at most 32 MiB) with fresh mmaps and returns freed heap tops to the
     OS above its trim threshold; the MB-sized tensors of a training step are then
     page-faulted in anew every step (21,000-27,000 minor faults per step at Cora, 8 x 64,
-    depth 10), which the kernel zero-fills. Raising both thresholds to 1 GiB makes freed
-    tensors' memory reused: no value changes, only where the bytes live. Allocations
-    above 1 GiB are still mapped and unmapped one by one.
+    depth 10), which the kernel zero-fills. Fixing the mmap threshold at 32 MiB (glibc's
+    own largest) and raising the trim threshold to 1 GiB makes freed tensors' memory
+    reused: no value changes, only where the bytes live. Tensors of 32 MiB and more keep a
+    mapping each, unmapped when freed: kept in the heap, their holes fragment it so that
+    the peak memory of a large graph's step grows by about one (N, H*D) tensor per layer
+    (docs/performance.md, "Memory allocation"), which undoes activation checkpointing.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
-    return all(
-        mallopt(ctypes.c_int(param), ctypes.c_int(RETAINED_ALLOCATION_BYTES)) == 1
-        for param in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD)
+    return (
+        mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MAPPED_ALLOCATION_BYTES)) == 1
+        and mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(RETAINED_FREE_BYTES)) == 1
     )
 
 
