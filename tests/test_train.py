@@ -696,8 +696,8 @@ class MallInfo2(ctypes.Structure):
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = MallInfo2
-if sys.argv[1] == "retain":
-    assert retain_freed_memory()
+if sys.argv[1] != "default":
+    assert retain_freed_memory(map_large_tensors=sys.argv[1] == "map-large")
 floats = int(sys.argv[2]) // 4
 before = libc.mallinfo2()
 tensor = torch.ones(floats)
@@ -732,26 +732,40 @@ def _mapped_then_unmapped(stats: dict, tensor_bytes: int) -> bool:
     return mapped_alive - mapped_before >= tensor_bytes and mapped_freed == mapped_last == mapped_before
 
 
-def test_retain_freed_memory_reuses_freed_tensors_instead_of_mapping_fresh_pages():
+def _reused_from_the_heap(stats: dict, tensor_bytes: int) -> bool:
+    # The tensor comes from the heap (whose free space may serve a little of it: count
+    # bytes in use), its bytes stay there as free space when freed, and once the heap has
+    # settled (it grew by a few tensors over the first ~12 on this machine, run to run),
+    # ten more tensors reuse its free space without growing it.
+    return (
+        stats["hblkhd"][1] == stats["hblkhd"][0] == stats["hblkhd"][4]
+        and stats["uordblks"][1] - stats["uordblks"][0] >= tensor_bytes
+        and stats["fordblks"][2] >= tensor_bytes
+        and stats["arena"][4] == stats["arena"][3]
+    )
+
+
+@pytest.mark.parametrize("tensor_bytes", [SMALL_TENSOR_BYTES, LARGE_TENSOR_BYTES])
+def test_retain_freed_memory_reuses_freed_tensors_instead_of_mapping_fresh_pages(tensor_bytes):
     # glibc's default: a tensor above 32 MiB is a mapping of its own (hblkhd), unmapped
     # when freed, so its pages are faulted in anew each time (one below it may be too,
     # depending on what was freed before: glibc's threshold is dynamic).
     assert _mapped_then_unmapped(_malloc_stats("default", LARGE_TENSOR_BYTES), LARGE_TENSOR_BYTES)
-    # Retained: a tensor below 32 MiB comes from the heap (whose free space may serve a
-    # little of it: count bytes in use), its bytes stay there as free space when freed,
-    # and once the heap has settled (it grew by a few tensors over the first ~12 on this
-    # machine, run to run), ten more tensors reuse its free space without growing it.
-    retained = _malloc_stats("retain", SMALL_TENSOR_BYTES)
-    assert retained["hblkhd"][1] == retained["hblkhd"][0]
-    assert retained["uordblks"][1] - retained["uordblks"][0] >= SMALL_TENSOR_BYTES
-    assert retained["fordblks"][2] >= SMALL_TENSOR_BYTES
-    assert retained["arena"][4] == retained["arena"][3]
-    assert retained["hblkhd"][4] == retained["hblkhd"][0]
+    assert _reused_from_the_heap(_malloc_stats("retain", tensor_bytes), tensor_bytes)
 
 
-def test_retain_freed_memory_maps_large_tensors_so_they_do_not_fragment_the_heap():
-    # A large graph's (N, H*D) tensors (32 MiB and more) stay out of the heap: each is
-    # mapped and unmapped, and the heap does not grow by them.
-    retained = _malloc_stats("retain", LARGE_TENSOR_BYTES)
-    assert _mapped_then_unmapped(retained, LARGE_TENSOR_BYTES)
-    assert retained["arena"][4] - retained["arena"][0] < LARGE_TENSOR_BYTES
+def test_retain_freed_memory_can_map_large_tensors_so_they_do_not_fragment_the_heap():
+    # Under checkpointing: a large graph's (N, H*D) tensors (32 MiB and more) are mapped
+    # and unmapped each and the heap does not grow by them; smaller ones are still reused.
+    large = _malloc_stats("map-large", LARGE_TENSOR_BYTES)
+    assert _mapped_then_unmapped(large, LARGE_TENSOR_BYTES)
+    assert large["arena"][4] - large["arena"][0] < LARGE_TENSOR_BYTES
+    assert _reused_from_the_heap(_malloc_stats("map-large", SMALL_TENSOR_BYTES), SMALL_TENSOR_BYTES)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_prepare_maps_large_tensors_only_under_checkpointing(tmp_path, monkeypatch, checkpoint):
+    calls = []
+    monkeypatch.setattr(train, "retain_freed_memory", lambda **options: calls.append(options))
+    train.prepare(tiny(tmp_path, checkpoint=checkpoint).resolved())
+    assert calls == [{"map_large_tensors": checkpoint}]

@@ -429,7 +429,7 @@ def prepare(config: TrainConfig) -> Setup:
     torch.set_num_threads(config.threads)
     dgl.utils.set_num_threads(config.threads)
     set_flush_denormal(config.flush_denormal)
-    retain_freed_memory()
+    retain_freed_memory(map_large_tensors=config.checkpoint)
     seed_everything(config.seed)
     csbm = None if config.csbm is None else data.csbm_params(config.csbm)
     dataset = data.load_dataset(
@@ -463,35 +463,39 @@ def prepare(config: TrainConfig) -> Setup:
     )
 
 
-# glibc's mallopt parameters (malloc.h); allocations from this size on get a mapping of
-# their own; the free memory at the heap's top kept instead of returned to the OS.
+# glibc's mallopt parameters (malloc.h), and the sizes from which an allocation gets a
+# mapping of its own: everything below 1 GiB kept in the heap, or tensors from 32 MiB on
+# (glibc's own largest dynamic threshold) mapped each.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MAPPED_ALLOCATION_BYTES = 32 << 20
-RETAINED_FREE_BYTES = 1 << 30
+RETAINED_ALLOCATION_BYTES = 1 << 30
+MAPPED_LARGE_TENSOR_BYTES = 32 << 20
 
 
-def retain_freed_memory() -> bool:
+def retain_freed_memory(map_large_tensors: bool = False) -> bool:
     """Make glibc's malloc keep freed memory for reuse (True), where it is glibc (else False).
 
     By default glibc serves allocations above its mmap threshold (128 KiB, raised
     dynamically to at most 32 MiB) with fresh mmaps and returns freed heap tops to the
     OS above its trim threshold; the MB-sized tensors of a training step are then
     page-faulted in anew every step (21,000-27,000 minor faults per step at Cora, 8 x 64,
-    depth 10), which the kernel zero-fills. Fixing the mmap threshold at 32 MiB (glibc's
-    own largest) and raising the trim threshold to 1 GiB makes freed tensors' memory
-    reused: no value changes, only where the bytes live. Tensors of 32 MiB and more keep a
-    mapping each, unmapped when freed: kept in the heap, their holes fragment it so that
-    the peak memory of a large graph's step grows by about one (N, H*D) tensor per layer
-    (docs/performance.md, "Memory allocation"), which undoes activation checkpointing.
+    depth 10), which the kernel zero-fills. Raising both thresholds to 1 GiB makes freed
+    tensors' memory reused: no value changes, only where the bytes live.
+
+    `map_large_tensors` trades that speed back for memory where memory is the point (under
+    activation checkpointing): tensors of 32 MiB and more (a large graph's (N, H*D)
+    activations) then get a mapping each, unmapped when freed, instead of leaving holes in
+    the heap that make a step's peak grow by about one more such tensor a layer; their
+    pages are faulted in anew (docs/performance.md, "Memory allocation").
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
+    mapped_from = MAPPED_LARGE_TENSOR_BYTES if map_large_tensors else RETAINED_ALLOCATION_BYTES
     return (
-        mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MAPPED_ALLOCATION_BYTES)) == 1
-        and mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(RETAINED_FREE_BYTES)) == 1
+        mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(mapped_from)) == 1
+        and mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(RETAINED_ALLOCATION_BYTES)) == 1
     )
 
 
