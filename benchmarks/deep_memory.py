@@ -123,8 +123,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--csbm", default=ARXIV_CSBM)
-    parser.add_argument("--partitions", type=int, default=100)
-    parser.add_argument("--batch-partitions", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=400)
+    parser.add_argument("--batch-partitions", type=int, default=4)
     parser.add_argument("--data-root", default="resources/datasets")
     args = parser.parse_args()
     if shutil.which("lipnorm") is None:
