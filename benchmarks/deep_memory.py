@@ -34,6 +34,7 @@ MODES = {
     "plain": [],
     "checkpoint": ["--checkpoint"],
     "cluster": ["--batching", "cluster"],
+    "cluster+checkpoint": ["--batching", "cluster", "--checkpoint"],
 }
 COLUMNS = [
     "mode", "depth", "heads", "hidden", "nodes", "peak_memory_mb", "epoch_s", "status",
@@ -44,7 +45,7 @@ COLUMNS = [
 def measure(mode: str, depth: int, args: argparse.Namespace) -> dict:
     """One epoch of `lipnorm train` in a process of its own; its summary as a row."""
     flags = list(MODES[mode])
-    if mode == "cluster":
+    if mode.startswith("cluster"):
         flags += ["--partitions", str(args.partitions), "--batch-partitions", str(args.batch_partitions)]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
@@ -62,8 +63,8 @@ def measure(mode: str, depth: int, args: argparse.Namespace) -> dict:
             "threads": args.threads, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
             "load_1min": os.getloadavg()[0],
-            "partitions": args.partitions if mode == "cluster" else None,
-            "batch_partitions": args.batch_partitions if mode == "cluster" else None,
+            "partitions": args.partitions if mode.startswith("cluster") else None,
+            "batch_partitions": args.batch_partitions if mode.startswith("cluster") else None,
         }
         if done.returncode != 0:
             # Killed for memory (-9) or failed: recorded, so the figure shows where it stops.

@@ -105,6 +105,29 @@ def test_memory_terms_count_what_each_mode_holds():
     assert cluster["features"] == terms["features"] and cluster["edges"] == terms["edges"]
 
 
+def test_checkpointed_saved_inputs_of_32_mib_and_more_are_known_not_fitted():
+    mb = 4 / 2**20
+    # 16,384 nodes x 512 floats = 32 MiB a saved input: mapped one by one, exactly L of them.
+    large = shape(DatasetSizes(nodes=16384, edges=100000, features=8, classes=3), 6, heads=8, hidden=64, checkpoint=True)
+    assert dict(zip(plan.MEMORY_TERMS, plan.memory_terms(large)))["saved_inputs"] == 0
+    assert plan.known_memory_mb(large) == pytest.approx(6 * 16384 * 512 * mb)
+    # One node fewer: in the heap, a fitted multiple; nothing known.
+    small = shape(DatasetSizes(nodes=16383, edges=100000, features=8, classes=3), 6, heads=8, hidden=64, checkpoint=True)
+    assert dict(zip(plan.MEMORY_TERMS, plan.memory_terms(small)))["saved_inputs"] == pytest.approx(6 * 16383 * 512 * mb)
+    assert plan.known_memory_mb(small) == 0
+    # Plain runs keep the allocator's heap; cluster batches are judged by the batch's nodes.
+    assert plan.known_memory_mb(dataclasses.replace(large, checkpoint=False)) == 0
+    quarter = dataclasses.replace(large, batching="cluster", partitions=4, batch_partitions=1)
+    assert plan.known_memory_mb(quarter) == 0
+    assert plan.known_memory_mb(dataclasses.replace(quarter, batch_partitions=4)) == plan.known_memory_mb(large)
+
+
+def test_the_plans_mapping_threshold_is_the_allocators():
+    from lipnorm import train
+
+    assert plan.MAPPED_LARGE_TENSOR_BYTES == train.MAPPED_LARGE_TENSOR_BYTES
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

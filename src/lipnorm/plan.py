@@ -11,7 +11,9 @@ depth L, H heads of D features (width W = H*D):
   full-graph pass or the layer statistics, the input projection) plus the layers whose
   working set is held at once: plain, all L of them (``a_N L N W + a_A L E H``);
   checkpointed (`--checkpoint`), one block (``a_N N W + a_A E H``) plus each layer's
-  saved input (``a_S L N W``);
+  saved input: ``a_S L N W`` where it lives in glibc's heap, exactly ``L N W`` (known,
+  not fitted) where each is 32 MiB or more and so mapped on its own
+  (`known_memory_mb`);
 - memory, cluster batches (`batching: cluster`, B of K partitions per step): the
   training terms above on the batch subgraph (N B/K nodes and, as an upper bound,
   E B/K edges), the whole graph's features, structure and messages, plus full-graph
@@ -106,14 +108,38 @@ class RunShape:
         return self.heads * self.hidden
 
 
+# `lipnorm.train.MAPPED_LARGE_TENSOR_BYTES`, spelt here so that the plan imports no torch
+# (a test keeps them equal): under checkpointing, tensors from this size on get a mapping
+# each instead of a place in glibc's heap (`lipnorm.train.retain_freed_memory`).
+MAPPED_LARGE_TENSOR_BYTES = 32 << 20
+
+
+def _saved_inputs_mapped(nodes: float, shape: RunShape) -> bool:
+    """Whether a checkpointed run's saved block inputs, (nodes, W) float32 each, are mapped
+    one by one: then each takes exactly its size, a known term, not a fitted one (in the
+    heap, fragmentation makes it a fitted multiple)."""
+    return shape.checkpoint and nodes * shape.width * 4 >= MAPPED_LARGE_TENSOR_BYTES
+
+
 def _training_memory(nodes: float, edges: float, shape: RunShape) -> dict[str, float]:
     held = 1 if shape.checkpoint else shape.depth
+    in_heap = shape.checkpoint and not _saved_inputs_mapped(nodes, shape)
     return {
         "width": nodes * shape.width,
         "layer_nodes": held * nodes * shape.width,
         "layer_edges": held * edges * shape.heads,
-        "saved_inputs": shape.depth * nodes * shape.width if shape.checkpoint else 0.0,
+        "saved_inputs": shape.depth * nodes * shape.width if in_heap else 0.0,
     }
+
+
+def known_memory_mb(shape: RunShape) -> float:
+    """The MB of `shape`'s peak that no coefficient scales: a checkpointed run's saved
+    block inputs when they are mapped one by one (one float32 (N, W) tensor a layer;
+    measured 1.02 of that at ogbn-arxiv's size, 8 x 64)."""
+    nodes = shape.sizes.nodes
+    if shape.batching != "full":
+        nodes = math.ceil(nodes * shape.batch_partitions / shape.partitions)
+    return shape.depth * nodes * shape.width * _FLOATS_MB if _saved_inputs_mapped(nodes, shape) else 0.0
 
 
 def memory_terms(shape: RunShape) -> list[float]:
@@ -183,7 +209,9 @@ class Coefficients:
 
     def estimate(self, shape: RunShape) -> Estimate:
         """The `Estimate` of `shape` under these coefficients."""
-        memory = sum(self.memory[key] * value for key, value in zip(MEMORY_TERMS, memory_terms(shape)))
+        memory = known_memory_mb(shape) + sum(
+            self.memory[key] * value for key, value in zip(MEMORY_TERMS, memory_terms(shape))
+        )
         seconds = sum(self.time[key] * value for key, value in zip(TIME_TERMS, time_terms(shape)))
         return Estimate(memory_mb=memory, epoch_s=seconds)
 
@@ -297,7 +325,11 @@ def fit(measurements: Sequence[Mapping[str, Any]], **provenance: Any) -> Coeffic
     if len(measurements) < len(TIME_TERMS):
         raise ValueError(f"plan fit: {len(measurements)} measurements; at least {len(TIME_TERMS)} are needed")
     shapes = [shape_of(row) for row in measurements]
-    memory = _nnls([memory_terms(s) for s in shapes], [row["memory_mb"] for row in measurements], MEMORY_TERMS)
+    memory = _nnls(
+        [memory_terms(s) for s in shapes],
+        [row["memory_mb"] - known_memory_mb(s) for row, s in zip(measurements, shapes)],
+        MEMORY_TERMS,
+    )
     seconds = _nnls([time_terms(s) for s in shapes], [row["epoch_s"] for row in measurements], TIME_TERMS)
     return Coefficients(memory, seconds, measurements=tuple(dict(row) for row in measurements), **provenance)
 
