@@ -102,7 +102,7 @@ def plot(args: argparse.Namespace) -> None:
     figure, (memory, seconds) = plt.subplots(1, 2, figsize=(8, 3.2), constrained_layout=True)
     for mode, rows in table.groupby("mode", sort=False):
         rows = rows.sort_values("depth")
-        memory.plot(rows["depth"], rows["peak_memory_mb"] / 1024, marker="o", label=mode)
+        memory.plot(rows["depth"], rows["peak_memory_mb"] / 1000, marker="o", label=mode)
         seconds.plot(rows["depth"], rows["epoch_s"], marker="o", label=mode)
     memory.set(xlabel="attention layers", ylabel="peak memory (GB)")
     seconds.set(xlabel="attention layers", ylabel="one epoch (s)")
