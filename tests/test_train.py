@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import cli, diagnostics, train
+from lipnorm import trainer as trainer_module
 from lipnorm.nn.models import MODEL_NAMES, attention_layers, gradient_groups
 from lipnorm.train import TrainConfig
 
@@ -766,6 +767,6 @@ def test_retain_freed_memory_can_map_large_tensors_so_they_do_not_fragment_the_h
 @pytest.mark.parametrize("checkpoint", [False, True])
 def test_prepare_maps_large_tensors_only_under_checkpointing(tmp_path, monkeypatch, checkpoint):
     calls = []
-    monkeypatch.setattr(train, "retain_freed_memory", lambda **options: calls.append(options))
+    monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda **options: calls.append(options))
     train.prepare(tiny(tmp_path, checkpoint=checkpoint).resolved())
     assert calls == [{"map_large_tensors": checkpoint}]

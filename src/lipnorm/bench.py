@@ -941,7 +941,7 @@ def run_benchmark(
     import torch
 
     from lipnorm.device import resolve_device, use_device
-    from lipnorm.train import retain_freed_memory, set_flush_denormal
+    from lipnorm.tuning import retain_freed_memory, set_flush_denormal
 
     target = resolve_device(device)  # first: a refused device leaves nothing behind
     use_device(target)

@@ -1,0 +1,277 @@
+"""Training settings: `TrainConfig` (validated, recipe defaults filled by `resolved`),
+read from a YAML/JSON file and flags by `load_config`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+
+from lipnorm import cluster_batches, data, registry
+from lipnorm.device import check_device
+from lipnorm.recipes import recipe_defaults
+from lipnorm.nn.models import ModelConfig, combine_parts
+
+
+PROTOCOLS = ("best-val", "official")
+# The settings a run passes on to `ModelConfig` unchanged.
+MODEL_SETTINGS = (
+    "model", "architecture", "attention_norm", "norm", "residual", "depth", "heads", "hidden",
+    "alpha", "variant", "feat_drop", "attn_drop", "recipe", "initial_residual", "checkpoint",
+)
+
+
+def norm_extras() -> tuple[str, ...]:
+    """The registered representation normalisations (`none` aside): what `norm_extra` takes."""
+    return registry.norm_names()[1:]
+
+
+def __getattr__(name: str):
+    # `NORM_EXTRAS`: computed on access, since plugins register more.
+    if name == "NORM_EXTRAS":
+        return norm_extras()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Default epochs between saves of the training state: its cost is under 1 % of the
+# run's time (benchmarks/run_state_cost.py, docs/performance.md).
+SAVE_EVERY = 50
+# Settings that may differ between a saved training state and the run resuming it: they
+# change when the state is saved, not what is computed.
+RESUME_INDIFFERENT = ("save_every", "checkpoint")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of one run; `resolved()` gives the canonical, validated form.
+
+    The settings defaulting to None take their value from `recipe` (`recipe_defaults`;
+    dropouts: the architecture's, models.py), so that one given explicitly wins.
+
+    `model` names a composition `<architecture>[-lip][-<norm>]` (`lipnorm.registry`);
+    `architecture`, `attention_norm` and `norm`, where given, replace that part of it
+    (`norm_extra` is the older spelling of `norm`), and `resolved` records all four.
+    """
+
+    dataset: str = "cora"
+    model: str = "gat"
+    norm_extra: str | None = None
+    architecture: str | None = None
+    attention_norm: str | None = None
+    norm: str | None = None
+    residual: bool = False
+    # GCNII's initial residual weight (0: off) and DropEdge's rate (0: off): remedies for
+    # deep networks (lipnorm.nn.residual, lipnorm.nn.dropedge).
+    initial_residual: float = 0.0
+    dropedge: float = 0.0
+    # Activation checkpointing (lipnorm.nn.models): less memory, the same numbers.
+    checkpoint: bool = False
+    # "full": each training step on the whole graph; "cluster": Cluster-GCN batches, each
+    # the subgraph of `batch_partitions` of the graph's `partitions` METIS parts
+    # (lipnorm.cluster_batches; the two counts are used by "cluster" only).
+    batching: str = "full"
+    partitions: int = cluster_batches.DEFAULT_PARTITIONS
+    batch_partitions: int = cluster_batches.DEFAULT_BATCH_PARTITIONS
+    recipe: str = "lipnorm"
+    depth: int = 2
+    alpha: float = 1.0
+    heads: int | None = None
+    hidden: int | None = None
+    feat_drop: float | None = None
+    attn_drop: float | None = None
+    missing_rate: float = 0.0
+    seed: int = 0
+    epochs: int | None = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    protocol: str | None = None
+    patience: int | None = None
+    variant: str | None = None
+    threads: int = 1
+    flush_denormal: bool = False
+    grad_log_every: int = 10
+    # Epochs between saves of the training state (`lipnorm.run_state`); a signal saves too.
+    save_every: int = SAVE_EVERY
+    layer_stats: bool = True
+    mask: str | None = None
+    data_root: str = "resources/datasets"
+    mirror: str | None = None
+    csbm: str | None = None
+    # cpu, cuda, cuda:N or auto (lipnorm.device); `run` records the device it resolved to.
+    device: str = "cpu"
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> TrainConfig:
+        """A config from `settings` (keys with `_` or `-`); unknown keys are errors."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        normalised = {str(key).replace("-", "_"): value for key, value in settings.items()}
+        unknown = sorted(set(normalised) - set(names))
+        if unknown:
+            raise ValueError(
+                f"unknown training setting(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(names)}"
+            )
+        return cls(**normalised)
+
+    def model_config(self, in_feats: int, num_classes: int) -> ModelConfig:
+        shared = {name: getattr(self, name) for name in MODEL_SETTINGS}
+        return ModelConfig(in_feats=in_feats, num_classes=num_classes, **shared)
+
+    def with_recipe_defaults(self) -> TrainConfig:
+        """A copy with every unset (None) recipe-dependent setting filled from `recipe`."""
+        _check_types(self)
+        defaults = recipe_defaults(self.recipe, self.depth)
+        return dataclasses.replace(
+            self, **{name: value for name, value in defaults.items() if getattr(self, name) is None}
+        )
+
+    @property
+    def raw_features(self) -> bool:
+        """Whether the run trains on the stored (not row-normalised) planetoid features:
+        the official recipe, on a dataset whose DGL loader normalises them."""
+        return self.recipe == "official" and self.dataset in data.PLANETOID
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad setting; touches no file but `mask`.
+
+        The recipe's defaults are filled in first (on a copy), so unset settings are fine.
+        """
+        self.with_recipe_defaults()._validate_filled()
+
+    def _validate_filled(self) -> None:
+        _check_types(self)
+        if self.dataset not in registry.dataset_names():
+            raise ValueError(
+                f"unknown dataset {self.dataset!r}; allowed: {', '.join(registry.dataset_names())}"
+            )
+        self.model_parts()
+        # The model's own checks name the value: model, depth, heads, hidden, alpha,
+        # variant, dropouts (in_feats and num_classes are only known after loading).
+        self.model_config(in_feats=1, num_classes=1).validate()
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs!r}")
+        if not 0 <= self.dropedge < 1:
+            raise ValueError(f"dropedge must be a rate in [0, 1) (0: off), got {self.dropedge!r}")
+        cluster_batches.check_settings(
+            self.batching, self.partitions, self.batch_partitions, self.model_parts()[0], self.model
+        )
+        if not 0 <= self.missing_rate <= 100:
+            raise ValueError(f"missing_rate must be in [0, 100] (percent), got {self.missing_rate!r}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32), got {self.seed!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; allowed: {', '.join(PROTOCOLS)}")
+        if self.patience is not None:
+            if self.protocol != "best-val":
+                raise ValueError(
+                    f"patience={self.patience!r} applies to protocol 'best-val' only, "
+                    f"not {self.protocol!r} (which trains for all epochs)"
+                )
+            if self.patience < 1:
+                raise ValueError(f"patience must be >= 1, got {self.patience!r}")
+        for name in ("threads", "grad_log_every", "save_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        check_device(self.device)
+        if self.mask is not None and not Path(self.mask).is_file():
+            raise ValueError(f"mask file {self.mask!r} does not exist")
+        if self.csbm is not None:
+            if self.dataset != "csbm":
+                raise ValueError(f"csbm={self.csbm!r} applies to dataset 'csbm' only, not {self.dataset!r}")
+            data.csbm_params(self.csbm)  # raises on a bad spec
+
+    def model_parts(self) -> tuple[str, str, str]:
+        """`(architecture, attention_norm, norm)` of the run (see the class docstring)."""
+        model = self.model if self.norm_extra is None else _fold_norm_extra(self.model, self.norm_extra)
+        if self.norm_extra is not None and self.norm not in (None, self.norm_extra):
+            raise ValueError(f"norm_extra={self.norm_extra!r} and norm={self.norm!r} disagree; give one")
+        return combine_parts(model, self.architecture, self.attention_norm, self.norm)
+
+    def resolved(self) -> TrainConfig:
+        """Validated copy: the recipe's defaults filled in, `norm_extra` folded into
+        `norm`, `model` composed of the parts, whole floats as floats."""
+        filled = self.with_recipe_defaults()
+        filled._validate_filled()
+        architecture, attention_norm, norm = filled.model_parts()
+        model = registry.compose_model(architecture, attention_norm, norm)
+        floats = {
+            field.name: float(getattr(filled, field.name))
+            for field in dataclasses.fields(filled)
+            if _allowed_types(field.name)[0] is float and getattr(filled, field.name) is not None
+        }
+        return dataclasses.replace(
+            filled, model=model, norm_extra=None, architecture=architecture,
+            attention_norm=attention_norm, norm=norm, **floats,
+        )
+
+
+def _fold_norm_extra(model: str, norm_extra: str) -> str:
+    """`gat` + `pairnorm` -> `gat-pairnorm` (idempotent on a model that has it)."""
+    extras = norm_extras()
+    if norm_extra not in extras:
+        raise ValueError(f"unknown norm_extra {norm_extra!r}; allowed: {', '.join(extras)}")
+    if model.endswith(f"-{norm_extra}"):
+        return model
+    combined = f"{model}-{norm_extra}"
+    names = registry.model_names()
+    allowed = [name for name in names if name.endswith(f"-{norm_extra}")]
+    if combined not in names:
+        raise ValueError(
+            f"norm_extra {norm_extra!r} cannot be added to model {model!r}; it exists for: "
+            f"{', '.join(name.removesuffix(f'-{norm_extra}') for name in allowed)}"
+        )
+    return combined
+
+
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+
+
+def _allowed_types(name: str) -> tuple[type, ...]:
+    """The value types field `name` accepts (a float field takes ints too)."""
+    hint = typing.get_type_hints(TrainConfig)[name]
+    types = typing.get_args(hint) or (hint,)
+    return types + ((int,) if float in types else ())
+
+
+def _check_types(config: TrainConfig) -> None:
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        allowed = _allowed_types(field.name)
+        # bool is an int subclass: accept it only where the field is a bool.
+        if isinstance(value, bool) is not (bool in allowed) or not isinstance(value, allowed):
+            words = dict.fromkeys(_TYPE_WORDS[t] for t in allowed if t is not int or float not in allowed)
+            raise ValueError(f"{field.name} must be {' or '.join(words)}, got {value!r}")
+
+
+def load_config(path: str | Path | None, overrides: Mapping[str, Any]) -> TrainConfig:
+    """Settings from a YAML/JSON file (if any), with `overrides` (the flags) on top."""
+    settings: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if path.suffix not in (".json", ".yaml", ".yml"):
+            raise ValueError(f"config file {str(path)!r} must end in .json, .yaml or .yml")
+        if not path.is_file():
+            raise ValueError(f"config file {str(path)!r} does not exist")
+        text = path.read_text()
+        if path.suffix == ".json":
+            loaded = json.loads(text)
+        else:
+            from lipnorm.numbers import load_yaml
+
+            loaded = load_yaml(text)  # YAML 1.2 numbers: `lr: 5e-3` is a number
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config file {str(path)!r} must hold a mapping of settings")
+        # Normalise keys now so that a file's `missing-rate` and a flag's `missing_rate`
+        # are one key, and the flag wins.
+        settings = {str(key).replace("-", "_"): value for key, value in loaded.items()}
+    settings.update(overrides)
+    return TrainConfig.from_mapping(settings)
