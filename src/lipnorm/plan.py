@@ -132,13 +132,21 @@ def _training_memory(nodes: float, edges: float, shape: RunShape) -> dict[str, f
     }
 
 
+def _step_graph(shape: RunShape) -> tuple[float, float]:
+    """Nodes and edges of the graph one training step sees: the whole graph, or a cluster
+    batch's B/K share of it (its edges as an upper bound)."""
+    sizes = shape.sizes
+    if shape.batching == "full":
+        return sizes.nodes, sizes.edges
+    share = shape.batch_partitions / shape.partitions
+    return math.ceil(sizes.nodes * share), math.ceil(sizes.edges * share)
+
+
 def known_memory_mb(shape: RunShape) -> float:
     """The MB of `shape`'s peak that no coefficient scales: a checkpointed run's saved
     block inputs when they are mapped one by one (one float32 (N, W) tensor a layer;
     measured 1.02 of that at ogbn-arxiv's size, 8 x 64)."""
-    nodes = shape.sizes.nodes
-    if shape.batching != "full":
-        nodes = math.ceil(nodes * shape.batch_partitions / shape.partitions)
+    nodes, _ = _step_graph(shape)
     return shape.depth * nodes * shape.width * _FLOATS_MB if _saved_inputs_mapped(nodes, shape) else 0.0
 
 
@@ -151,11 +159,8 @@ def memory_terms(shape: RunShape) -> list[float]:
         "edges": sizes.edges,
         "edge_messages": sizes.edges * shape.width,
     }
-    if shape.batching == "full":
-        layers = _training_memory(sizes.nodes, sizes.edges, shape)
-    else:
-        share = shape.batch_partitions / shape.partitions
-        layers = _training_memory(math.ceil(sizes.nodes * share), math.ceil(sizes.edges * share), shape)
+    layers = _training_memory(*_step_graph(shape), shape)
+    if shape.batching != "full":
         # Evaluation on the whole graph under no_grad: one block's working set.
         evaluation = {
             "width": sizes.nodes * shape.width,
