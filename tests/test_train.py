@@ -764,9 +764,63 @@ def test_retain_freed_memory_can_map_large_tensors_so_they_do_not_fragment_the_h
     assert _reused_from_the_heap(_malloc_stats("map-large", SMALL_TENSOR_BYTES), SMALL_TENSOR_BYTES)
 
 
-@pytest.mark.parametrize("checkpoint", [False, True])
-def test_prepare_maps_large_tensors_only_under_checkpointing(tmp_path, monkeypatch, checkpoint):
+@pytest.mark.parametrize(
+    ("settings", "mapped"),
+    [
+        ({}, False),
+        ({"checkpoint": True}, True),
+        ({"batching": "cluster", "partitions": 4, "batch_partitions": 2}, True),
+        ({"batching": "cluster", "partitions": 4, "batch_partitions": 2, "checkpoint": True}, True),
+    ],
+)
+def test_prepare_maps_large_tensors_under_checkpointing_and_cluster_batches(tmp_path, monkeypatch, settings, mapped):
     calls = []
     monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda **options: calls.append(options))
-    train.prepare(tiny(tmp_path, checkpoint=checkpoint).resolved())
-    assert calls == [{"map_large_tensors": checkpoint}]
+    train.prepare(tiny(tmp_path, **settings).resolved())
+    assert calls == [{"map_large_tensors": mapped}]
+
+
+# A command's handler replaced by one that reports whether this process's CPU tensors are
+# page-aligned, which PyTorch does exactly when it was asked for huge pages (every CPU
+# tensor then starts on a page; else on 64 bytes, a page by chance once in 64).
+HUGE_PAGES_PROBE = """
+import json, sys, torch
+from lipnorm import cli
+def probe(args):
+    small = [torch.empty(3) for _ in range(16)]
+    large = torch.ones(64 << 18)  # 64 MiB
+    huge_kb = [int(line.split()[1]) for line in open("/proc/self/smaps_rollup") if line.startswith("AnonHugePages")]
+    print(json.dumps({"aligned": all(t.data_ptr() % 4096 == 0 for t in small), "huge_kb": huge_kb[0]}))
+    return 0
+cli._train = cli._plan = probe
+cli.main(sys.argv[1:])
+"""
+
+
+def _huge_pages_probe(command: list[str], env_value: str | None = None) -> dict:
+    env = {key: value for key, value in os.environ.items() if key != "THP_MEM_ALLOC_ENABLE"}
+    if env_value is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = env_value
+    done = subprocess.run(
+        [sys.executable, "-c", HUGE_PAGES_PROBE, *command], capture_output=True, text=True, check=True, env=env
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _kernel_gives_huge_pages() -> bool:
+    try:
+        setting = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False
+    return "[always]" in setting or "[madvise]" in setting
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PyTorch's huge-page option is Linux's")
+def test_train_asks_pytorch_for_huge_pages_before_its_first_tensor():
+    trained = _huge_pages_probe(["train", "--dataset", "cora", "--out", "unused"])
+    assert trained["aligned"]
+    if _kernel_gives_huge_pages():
+        assert trained["huge_kb"] >= 2048
+    # Other commands leave PyTorch's allocator as it is, and so does a user's own setting.
+    assert not _huge_pages_probe(["plan", "--dataset", "cora"])["aligned"]
+    assert not _huge_pages_probe(["train", "--dataset", "cora", "--out", "unused"], env_value="0")["aligned"]

@@ -23,6 +23,10 @@ DEVICE_HELP = (
 )
 
 
+# The commands that train or time training: their large tensors on transparent huge
+# pages (`lipnorm.tuning.request_huge_pages`).
+HUGE_PAGE_COMMANDS = ("train", "bench")
+
 PLUGIN_HELP = (
     "a Python file or importable module that registers architectures, normalisations or "
     "datasets (lipnorm.registry); repeatable"
@@ -464,6 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in HUGE_PAGE_COMMANDS:
+        # Before this process allocates its first tensor, or PyTorch ignores it.
+        from lipnorm.tuning import request_huge_pages
+
+        request_huge_pages()
     try:
         # First: a plugin's names are valid settings of the command.
         registry.load_plugins(getattr(args, "plugins", None))

@@ -101,7 +101,9 @@ def prepare(config: TrainConfig) -> Setup:
     torch.set_num_threads(config.threads)
     dgl.utils.set_num_threads(config.threads)
     set_flush_denormal(config.flush_denormal)
-    retain_freed_memory(map_large_tensors=config.checkpoint)
+    # Where memory is the point: checkpointing, and cluster batches (whose whole-graph
+    # evaluation is the run's peak).
+    retain_freed_memory(map_large_tensors=config.checkpoint or config.batching == "cluster")
     seed_everything(config.seed)
     csbm = None if config.csbm is None else data.csbm_params(config.csbm)
     dataset = data.load_dataset(

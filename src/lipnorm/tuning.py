@@ -1,10 +1,13 @@
 """Process-wide settings of a training process: the seeds of every generator, glibc's
-malloc (freed memory kept for reuse), and flushing denormals."""
+malloc (freed memory kept for reuse, large tensors on huge pages), and flushing
+denormals."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import random
+import sys
 
 import dgl
 import numpy as np
@@ -26,6 +29,31 @@ RETAINED_ALLOCATION_BYTES = 1 << 30
 MAPPED_LARGE_TENSOR_BYTES = 32 << 20
 
 
+# PyTorch's CPU allocator (2.1 and later, on Linux) advises transparent huge pages
+# (madvise MADV_HUGEPAGE) for tensors of 2 MB and more, and aligns every CPU tensor to a
+# page, when this is "1" at the process's first CPU allocation (read once, then kept).
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
+
+
+def request_huge_pages() -> bool:
+    """Ask PyTorch to back this process's large CPU tensors with transparent huge pages
+    (2 MB pages), unless `THP_MEM_ALLOC_ENABLE` is already set: True if asked or set to 1.
+
+    A tensor that gets a mapping of its own (`retain_freed_memory(map_large_tensors=True)`)
+    is faulted in anew each time it is allocated; with 2 MB pages that is one fault per
+    2 MB instead of one per 4 KB, which makes mapping large tensors nearly as fast as
+    reusing the heap (docs/performance.md, "Memory allocation"). Effective only when
+    called before the process allocates its first CPU tensor (`lipnorm train` and
+    `lipnorm bench` call it first thing); where the kernel gives no huge pages
+    (`/sys/kernel/mm/transparent_hugepage/enabled` is `never`) nothing changes but the
+    alignment. Not Linux: nothing is done (False).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    os.environ.setdefault(HUGE_PAGES_ENV, "1")
+    return os.environ[HUGE_PAGES_ENV] == "1"
+
+
 def retain_freed_memory(map_large_tensors: bool = False) -> bool:
     """Make glibc's malloc keep freed memory for reuse (True), where it is glibc (else False).
 
@@ -36,11 +64,13 @@ def retain_freed_memory(map_large_tensors: bool = False) -> bool:
     depth 10), which the kernel zero-fills. Raising both thresholds to 1 GiB makes freed
     tensors' memory reused: no value changes, only where the bytes live.
 
-    `map_large_tensors` trades that speed back for memory where memory is the point (under
-    activation checkpointing): tensors of 32 MiB and more (a large graph's (N, H*D)
-    activations) then get a mapping each, unmapped when freed, instead of leaving holes in
-    the heap that make a step's peak grow by about one more such tensor a layer; their
-    pages are faulted in anew (docs/performance.md, "Memory allocation").
+    `map_large_tensors` is for runs where memory is the point (activation checkpointing,
+    cluster batches): tensors of 32 MiB and more (a large graph's (N, H*D) activations)
+    then get a mapping each, unmapped when freed, instead of leaving holes in the heap that
+    make a step's peak grow by about one more such tensor a layer (checkpointing) or the
+    whole-graph evaluation's by several (cluster batches); their pages are faulted in
+    anew, which huge pages (`request_huge_pages`) make cheap (docs/performance.md,
+    "Memory allocation").
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
