@@ -7,10 +7,12 @@ Deep models (`DeepGAT`, `DeepGT`), as in the LipschitzNorm authors' code:
     after the last layer) -> normalisation (if any: PairNorm, BatchNorm, DGN, ...)]
     -> Linear(H*D, classes)
 
-With `checkpoint=True` each bracketed block is recomputed in the backward pass
-(activation checkpointing, `torch.utils.checkpoint`, non-reentrant, RNG state kept), so
-a training forward keeps one `(N, H*D)` tensor per layer instead of the block's
-intermediates, and computes exactly the same numbers. During that recomputation the
+With `checkpoint=True` each bracketed block but the last is recomputed in the backward
+pass (activation checkpointing, `torch.utils.checkpoint`, non-reentrant, RNG state
+kept), so a training forward keeps one `(N, H*D)` tensor per layer instead of the
+block's intermediates, and computes exactly the same numbers. (The backward pass would
+recompute the last block first thing, so keeping its intermediates instead costs no
+peak memory and saves one block's recomputation.) During that recomputation the
 model's `recomputing` is True; a representation normalisation's buffers (BatchNorm's
 running statistics) are restored after it, so they are updated once per step.
 
@@ -391,7 +393,7 @@ class _DeepAttentionNet(nn.Module):
         self._in_forward = True
         try:
             for i in range(len(self.layers)):
-                if recompute:
+                if recompute and i < len(self.layers) - 1:
                     h = checkpoint(self._block, i, graph, h, h0, use_reentrant=False, preserve_rng_state=True)
                 else:
                     h = self._block(i, graph, h, h0)
