@@ -87,39 +87,71 @@ def test_memory_terms_count_what_each_mode_holds():
     terms = dict(zip(plan.MEMORY_TERMS, plan.memory_terms(shape(sizes, 5, heads=2, hidden=3))))
     assert terms == pytest.approx({
         "base": 1, "features": 1000 * mb, "edges": 700 * mb, "edge_messages": 4200 * mb, "width": 600 * mb,
-        "layer_nodes": 5 * 600 * mb, "layer_edges": 5 * 1400 * mb, "saved_inputs": 0,
+        "layer_nodes": 5 * 600 * mb, "layer_edges": 5 * 1400 * mb, "saved_inputs": 0, "projections": 0,
+        "evaluation_nodes": 0, "evaluation_edges": 0,
     })
     checkpointed = dict(zip(plan.MEMORY_TERMS, plan.memory_terms(shape(sizes, 5, heads=2, hidden=3, checkpoint=True))))
     assert checkpointed["layer_nodes"] == pytest.approx(600 * mb)
     assert checkpointed["layer_edges"] == pytest.approx(1400 * mb)
-    assert checkpointed["saved_inputs"] == pytest.approx(5 * 600 * mb)
-    # Cluster: 2 of 10 partitions -> 20 nodes, 140 edges per batch, plus one block of
-    # evaluation on the whole graph.
+    # Every layer's input but the last one's (its block is not recomputed).
+    assert checkpointed["saved_inputs"] == pytest.approx(4 * 600 * mb)
+    # Four projections a layer (the graph transformer's): three more (N, W) tensors a
+    # layer held, all of them plain, one block's checkpointed.
+    transformer = dict(zip(plan.MEMORY_TERMS, plan.memory_terms(shape(sizes, 5, heads=2, hidden=3, projections=4))))
+    assert transformer["projections"] == pytest.approx(5 * 3 * 600 * mb)
+    assert transformer["layer_nodes"] == terms["layer_nodes"]
+    transformer = dict(zip(
+        plan.MEMORY_TERMS, plan.memory_terms(shape(sizes, 5, heads=2, hidden=3, projections=4, checkpoint=True))
+    ))
+    assert transformer["projections"] == pytest.approx(3 * 600 * mb)
+    # Cluster: 2 of 10 partitions -> 20 nodes, 140 edges per batch, plus the evaluation on
+    # the whole graph.
     cluster = dict(zip(
         plan.MEMORY_TERMS,
         plan.memory_terms(shape(sizes, 5, heads=2, hidden=3, batching="cluster", partitions=10, batch_partitions=2)),
     ))
-    assert cluster["width"] == pytest.approx((20 * 6 + 600) * mb)
-    assert cluster["layer_nodes"] == pytest.approx((5 * 20 * 6 + 600) * mb)
-    assert cluster["layer_edges"] == pytest.approx((5 * 140 * 2 + 1400) * mb)
+    assert cluster["width"] == pytest.approx(20 * 6 * mb)
+    assert cluster["layer_nodes"] == pytest.approx(5 * 20 * 6 * mb)
+    assert cluster["layer_edges"] == pytest.approx(5 * 140 * 2 * mb)
+    assert cluster["evaluation_nodes"] == pytest.approx(600 * mb)
+    assert cluster["evaluation_edges"] == pytest.approx(1400 * mb)
     assert cluster["features"] == terms["features"] and cluster["edges"] == terms["edges"]
+
+
+def test_the_parameters_and_their_adam_state_are_known_memory():
+    sizes = DatasetSizes(nodes=100, edges=700, features=10, classes=3)
+    mb = 4 / 2**20
+    gat = shape(sizes, 5, heads=2, hidden=3)
+    # Input Linear 10 x 6, five layers of one 6 x 6 projection, output Linear 6 x 3.
+    assert plan.parameter_count(gat) == 60 + 5 * 36 + 18
+    assert plan.known_memory_mb(gat) == pytest.approx(4 * (60 + 5 * 36 + 18) * mb)
+    assert plan.parameter_count(dataclasses.replace(gat, projections=4)) == 60 + 5 * 4 * 36 + 18
+
+
+def test_a_layers_projections_come_from_its_architecture():
+    assert plan.projections_of("gat-lip") == plan.projections_of("gat-pairnorm") == 1
+    assert plan.projections_of("gt") == plan.projections_of("gt-lip") == 4
 
 
 def test_checkpointed_saved_inputs_of_32_mib_and_more_are_known_not_fitted():
     mb = 4 / 2**20
-    # 16,384 nodes x 512 floats = 32 MiB a saved input: mapped one by one, exactly L of them.
+
+    def saved_mb(run):
+        return plan.known_memory_mb(run) - plan.PARAMETER_COPIES * plan.parameter_count(run) * mb
+
+    # 16,384 nodes x 512 floats = 32 MiB a saved input: mapped one by one, exactly L - 1 of them.
     large = shape(DatasetSizes(nodes=16384, edges=100000, features=8, classes=3), 6, heads=8, hidden=64, checkpoint=True)
     assert dict(zip(plan.MEMORY_TERMS, plan.memory_terms(large)))["saved_inputs"] == 0
-    assert plan.known_memory_mb(large) == pytest.approx(6 * 16384 * 512 * mb)
+    assert saved_mb(large) == pytest.approx(5 * 16384 * 512 * mb)
     # One node fewer: in the heap, a fitted multiple; nothing known.
     small = shape(DatasetSizes(nodes=16383, edges=100000, features=8, classes=3), 6, heads=8, hidden=64, checkpoint=True)
-    assert dict(zip(plan.MEMORY_TERMS, plan.memory_terms(small)))["saved_inputs"] == pytest.approx(6 * 16383 * 512 * mb)
-    assert plan.known_memory_mb(small) == 0
+    assert dict(zip(plan.MEMORY_TERMS, plan.memory_terms(small)))["saved_inputs"] == pytest.approx(5 * 16383 * 512 * mb)
+    assert saved_mb(small) == pytest.approx(0, abs=1e-9)
     # Plain runs keep the allocator's heap; cluster batches are judged by the batch's nodes.
-    assert plan.known_memory_mb(dataclasses.replace(large, checkpoint=False)) == 0
+    assert saved_mb(dataclasses.replace(large, checkpoint=False)) == pytest.approx(0, abs=1e-9)
     quarter = dataclasses.replace(large, batching="cluster", partitions=4, batch_partitions=1)
-    assert plan.known_memory_mb(quarter) == 0
-    assert plan.known_memory_mb(dataclasses.replace(quarter, batch_partitions=4)) == plan.known_memory_mb(large)
+    assert saved_mb(quarter) == pytest.approx(0, abs=1e-9)
+    assert saved_mb(dataclasses.replace(quarter, batch_partitions=4)) == pytest.approx(saved_mb(large))
 
 
 def test_the_plans_mapping_threshold_is_the_allocators():
@@ -149,7 +181,12 @@ def synthetic_measurements(memory, seconds):
     rows = []
     for point in plan.calibration_points():
         sizes = plan.csbm_sizes(point["csbm"])
-        row = {**dataclasses.asdict(sizes), **{k: point[k] for k in ("depth", "heads", "hidden", "checkpoint")}}
+        # As `plan.measure` writes them: model and batching always, partitions with cluster.
+        settings = ("depth", "heads", "hidden", "checkpoint", "partitions", "batch_partitions")
+        row = {
+            **dataclasses.asdict(sizes), "model": point.get("model", plan.CALIBRATION_MODEL),
+            "batching": point.get("batching", "full"), **{k: point[k] for k in settings if k in point},
+        }
         estimate = truth.estimate(plan.shape_of(row))
         rows.append({**row, "memory_mb": estimate.memory_mb, "epoch_s": estimate.epoch_s})
     return rows
@@ -176,8 +213,10 @@ def test_the_fit_keeps_a_zero_coefficient_at_zero():
 
 def test_the_fit_needs_enough_measurements():
     rows = synthetic_measurements(dict.fromkeys(plan.MEMORY_TERMS, 1.0), dict.fromkeys(plan.TIME_TERMS, 1.0))
-    with pytest.raises(ValueError, match="3 measurements; at least 8 are needed"):
-        plan.fit(rows[:3])
+    # One per memory term (11), the longer list.
+    with pytest.raises(ValueError, match="10 measurements; at least 11 are needed"):
+        plan.fit(rows[:10])
+    assert plan.fit(rows[:11]).memory
 
 
 def test_a_calibration_file_round_trips(tmp_path, shipped):
@@ -198,7 +237,7 @@ def test_the_environment_names_the_calibration_file(tmp_path, monkeypatch, shipp
     "text, message",
     [
         ("{not json", "is not valid JSON"),
-        ('{"format": "other"}', "format 'other', expected 'lipnorm-plan-coefficients/1'"),
+        ('{"format": "other"}', "format 'other', expected 'lipnorm-plan-coefficients/2'"),
     ],
 )
 def test_a_corrupt_calibration_file_is_an_error_naming_it(tmp_path, text, message):
@@ -232,23 +271,39 @@ def test_calibration_points_stay_small():
     points = plan.calibration_points()
     assert len(points) >= 2 * len(plan.TIME_TERMS)
     assert {point["checkpoint"] for point in points} == {False, True}
-    assert max(plan.csbm_sizes(point["csbm"]).nodes for point in points) <= 50000
+    assert max(plan.csbm_sizes(point["csbm"]).nodes for point in points) <= 80000
+    # Every term is measured: a transformer's projections, cluster batches' evaluation.
+    assert {plan.projections_of(point.get("model", plan.CALIBRATION_MODEL)) for point in points} == {1, 4}
+    assert {point.get("batching", "full") for point in points} == {"full", "cluster"}
 
 
 @pytest.mark.slow
-def test_measure_reads_a_real_runs_memory_and_epoch_time(tmp_path):
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"model": "gt-lip", "batching": "cluster", "partitions": 4, "batch_partitions": 2}],
+)
+def test_measure_reads_a_real_runs_memory_and_epoch_time(tmp_path, settings):
     csbm = {"nodes": 300, "classes": 3, "avg_degree": 4, "feature_dim": 8, "signal": 1, "seed": 0}
-    point = {"csbm": csbm, "heads": 2, "hidden": 4, "depth": 2, "checkpoint": True}
+    point = {"csbm": csbm, "heads": 2, "hidden": 4, "depth": 2, "checkpoint": True, **settings}
     row = plan.measure(point, 1, "cpu", tmp_path)
-    (run_dir,) = tmp_path.iterdir()
+    # A first run of depth 1 made the graph (and partition); the measured run found them.
+    (prepared,) = tmp_path.glob("prepare*")
+    (run_dir,) = tmp_path.glob("run*")
+    assert json.loads((prepared / "summary.json").read_text())["config"]["depth"] == 1
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["config"]["checkpoint"] is True and summary["config"]["depth"] == 2
+    assert summary["config"]["data_root"] == str(tmp_path / "datasets")
     assert row["memory_mb"] == summary["peak_memory_mb"]
     assert row == {
         "nodes": 300, "edges": 300 * 4 + 300, "features": 8, "classes": 3, "depth": 2, "heads": 2, "hidden": 4,
-        "checkpoint": True, "memory_mb": row["memory_mb"], "epoch_s": row["epoch_s"],
+        "checkpoint": True, "model": "gat-lip", "batching": "full", **settings,
+        "memory_mb": row["memory_mb"], "epoch_s": row["epoch_s"],
     }
+    assert summary["config"]["model"] == row["model"] and summary["config"]["batching"] == row["batching"]
     assert row["epoch_s"] > 0
+    # A second point on the same graph is measured without preparing it again.
+    plan.measure({**point, "depth": 1}, 1, "cpu", tmp_path)
+    assert len(list(tmp_path.glob("prepare*"))) == 1 and len(list(tmp_path.glob("run*"))) == 2
 
 
 def test_calibrate_fits_what_it_measured_and_writes_the_file(tmp_path, monkeypatch):

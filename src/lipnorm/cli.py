@@ -334,6 +334,7 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--depth", type=int, default=2, help="attention layers (default: %(default)s)")
     run.add_argument("--heads", type=int, default=8, help="(default: %(default)s)")
     run.add_argument("--hidden", type=int, default=8, help="features per head (default: %(default)s)")
+    run.add_argument("--model", default="gat-lip", help="model, for its layers' projections (default: %(default)s)")
     run.add_argument("--checkpoint", action="store_true", help="activation checkpointing")
     run.add_argument("--batching", default="full", help="full (default) or cluster")
     run.add_argument("--partitions", type=int, default=1, help="cluster: METIS partitions K")
@@ -356,7 +357,7 @@ def _plan(args: argparse.Namespace) -> int:
         return 0
     shape = plan.RunShape(
         plan.dataset_sizes(args.dataset, args.csbm, root=args.data_root), args.depth, args.heads, args.hidden,
-        args.checkpoint, args.batching, args.partitions, args.batch_partitions,
+        args.checkpoint, args.batching, args.partitions, args.batch_partitions, plan.projections_of(args.model),
     )
     estimate = coefficients.estimate(shape)
     if args.device != coefficients.device:

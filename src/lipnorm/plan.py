@@ -9,21 +9,25 @@ depth L, H heads of D features (width W = H*D):
 - memory, full batch: ``base + a_F N F + a_E E + a_M E W + a_W N W`` (features,
   graph structure and its cached layouts, one message per edge of W values as in a
   full-graph pass or the layer statistics, the input projection) plus the layers whose
-  working set is held at once: plain, all L of them (``a_N L N W + a_A L E H``);
-  checkpointed (`--checkpoint`), one block (``a_N N W + a_A E H``) plus each layer's
-  saved input: ``a_S L N W`` where it lives in glibc's heap, exactly ``L N W`` (known,
+  working set is held at once: plain, all L of them (``a_N L N W + a_A L E H``, and
+  ``a_P L N W (P - 1)`` for a layer of P > 1 projections, as the graph transformer's
+  query, key, value and skip: `lipnorm.registry.Architecture.projections`);
+  checkpointed (`--checkpoint`), one block (``a_N N W + a_A E H + a_P N W (P - 1)``)
+  plus the saved input of each layer but the last (which is not recomputed):
+  ``a_S (L - 1) N W`` where they live in glibc's heap, exactly ``(L - 1) N W`` (known,
   not fitted) where each is 32 MiB or more and so mapped on its own
-  (`known_memory_mb`);
+  (`known_memory_mb`); and the parameters with their gradients and Adam's two moments,
+  four float32 copies (known);
 - memory, cluster batches (`batching: cluster`, B of K partitions per step): the
   training terms above on the batch subgraph (N B/K nodes and, as an upper bound,
-  E B/K edges), the whole graph's features, structure and messages, plus full-graph
-  evaluation under no_grad counted as one block on the whole graph
-  (``a_W N W + a_N N W + a_A E H``): the sum of both peaks, an upper bound, not
-  measured here;
-- epoch time: ``base + F W N`` (input projection) + per layer ``N W^2`` (dense),
+  E B/K edges), which stay in the heap, plus the whole-graph evaluation under no_grad
+  (``a_VN N W + a_VE E H``, and ``a_P N W (P - 1)``), whose large tensors are mapped on
+  their own (`lipnorm.tuning.retain_freed_memory`): the two peaks add up;
+- epoch time: ``base + F W N`` (input projection) + per layer ``P N W^2`` (dense),
   ``N W`` (element-wise), ``E W`` (aggregation) and ``E H`` (attention) terms, and,
-  checkpointed, the recomputed forward (``L N W^2``, ``L E W``); cluster batches
-  cover the graph once per epoch, so their epoch time is estimated as full batch.
+  checkpointed, the recomputed forward (``(L - 1) P N W^2``, ``(L - 1) E W``); cluster batches
+  cover the graph once per epoch, as full batch does, plus a cost per batch and layer
+  (``L K / B``).
 
 Memory terms count float32 values (4 bytes) in MB, so a coefficient is a number of
 copies; time terms count 1e9 operations. Coefficients come from a calibration file
@@ -57,18 +61,23 @@ from lipnorm.registry import DatasetSizes
 # Environment variable naming a calibration file (`--coefficients` wins).
 COEFFICIENTS_ENV = "LIPNORM_PLAN_COEFFICIENTS"
 DEFAULT_COEFFICIENTS = "plan_coefficients.json"
-FORMAT = "lipnorm-plan-coefficients/1"
+# /2: the terms of projections, cluster evaluation and batches (a /1 file: calibrate anew).
+FORMAT = "lipnorm-plan-coefficients/2"
 BATCHING = ("full", "cluster")
 _FLOATS_MB = 4 / 2**20
 _GIGA = 1e-9
 
 MEMORY_TERMS = (
     "base", "features", "edges", "edge_messages", "width", "layer_nodes", "layer_edges", "saved_inputs",
+    "projections", "evaluation_nodes", "evaluation_edges",
 )
 TIME_TERMS = (
     "base", "input", "layer_dense", "layer_elementwise", "layer_edges", "attention",
-    "recompute_dense", "recompute_edges",
+    "recompute_dense", "recompute_edges", "batches",
 )
+# Float32 copies of every parameter a training step holds: the parameter, its gradient
+# and Adam's two moments.
+PARAMETER_COPIES = 4
 
 # Margins of the workflow's requests over the plan, times Snakemake's `attempt`.
 MEMORY_MARGIN = 1.25
@@ -89,9 +98,11 @@ class RunShape:
     batching: str = "full"
     partitions: int = 1
     batch_partitions: int = 1
+    # (N, W) projections a layer computes (`lipnorm.registry.Architecture.projections`).
+    projections: int = 1
 
     def __post_init__(self) -> None:
-        for key in ("depth", "heads", "hidden", "partitions", "batch_partitions"):
+        for key in ("depth", "heads", "hidden", "partitions", "batch_partitions", "projections"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"plan: {key}={value!r} must be a positive integer")
@@ -109,8 +120,9 @@ class RunShape:
 
 
 # `lipnorm.train.MAPPED_LARGE_TENSOR_BYTES`, spelt here so that the plan imports no torch
-# (a test keeps them equal): under checkpointing, tensors from this size on get a mapping
-# each instead of a place in glibc's heap (`lipnorm.train.retain_freed_memory`).
+# (a test keeps them equal): under checkpointing or cluster batches, tensors from this
+# size on get a mapping each instead of a place in glibc's heap
+# (`lipnorm.train.retain_freed_memory`).
 MAPPED_LARGE_TENSOR_BYTES = 32 << 20
 
 
@@ -128,8 +140,16 @@ def _training_memory(nodes: float, edges: float, shape: RunShape) -> dict[str, f
         "width": nodes * shape.width,
         "layer_nodes": held * nodes * shape.width,
         "layer_edges": held * edges * shape.heads,
-        "saved_inputs": shape.depth * nodes * shape.width if in_heap else 0.0,
+        "saved_inputs": (shape.depth - 1) * nodes * shape.width if in_heap else 0.0,
+        "projections": held * nodes * shape.width * (shape.projections - 1),
     }
+
+
+def parameter_count(shape: RunShape) -> int:
+    """The network's parameters, to within the attention vectors and biases: the input
+    Linear (F x W), P projections of W x W a layer, the output Linear (W x classes)."""
+    width, sizes = shape.width, shape.sizes
+    return sizes.features * width + shape.depth * shape.projections * width * width + width * sizes.classes
 
 
 def _step_graph(shape: RunShape) -> tuple[float, float]:
@@ -143,11 +163,13 @@ def _step_graph(shape: RunShape) -> tuple[float, float]:
 
 
 def known_memory_mb(shape: RunShape) -> float:
-    """The MB of `shape`'s peak that no coefficient scales: a checkpointed run's saved
-    block inputs when they are mapped one by one (one float32 (N, W) tensor a layer;
-    measured 1.02 of that at ogbn-arxiv's size, 8 x 64)."""
+    """The MB of `shape`'s peak that no coefficient scales: the parameters'
+    `PARAMETER_COPIES`, and a checkpointed run's saved block inputs when they are mapped
+    one by one (one float32 (N, W) tensor for each layer but the last; measured 1.02 of
+    that at ogbn-arxiv's size, 8 x 64)."""
     nodes, _ = _step_graph(shape)
-    return shape.depth * nodes * shape.width * _FLOATS_MB if _saved_inputs_mapped(nodes, shape) else 0.0
+    saved = (shape.depth - 1) * nodes * shape.width if _saved_inputs_mapped(nodes, shape) else 0.0
+    return (saved + PARAMETER_COPIES * parameter_count(shape)) * _FLOATS_MB
 
 
 def memory_terms(shape: RunShape) -> list[float]:
@@ -158,33 +180,33 @@ def memory_terms(shape: RunShape) -> list[float]:
         "features": sizes.nodes * sizes.features,
         "edges": sizes.edges,
         "edge_messages": sizes.edges * shape.width,
+        "evaluation_nodes": 0.0,
+        "evaluation_edges": 0.0,
     }
-    layers = _training_memory(*_step_graph(shape), shape)
+    counts.update(_training_memory(*_step_graph(shape), shape))
     if shape.batching != "full":
-        # Evaluation on the whole graph under no_grad: one block's working set.
-        evaluation = {
-            "width": sizes.nodes * shape.width,
-            "layer_nodes": sizes.nodes * shape.width,
-            "layer_edges": sizes.edges * shape.heads,
-        }
-        layers = {key: value + evaluation.get(key, 0.0) for key, value in layers.items()}
-    counts.update(layers)
+        # Evaluation on the whole graph under no_grad, beside the batches' heap.
+        counts["evaluation_nodes"] = sizes.nodes * shape.width
+        counts["evaluation_edges"] = sizes.edges * shape.heads
+        counts["projections"] += sizes.nodes * shape.width * (shape.projections - 1)
     return [counts[key] * _FLOATS_MB for key in MEMORY_TERMS]
 
 
 def time_terms(shape: RunShape) -> list[float]:
     """The epoch-time terms of `shape`, in the order of `TIME_TERMS` (1e9 operations; base 1)."""
     n, e, width, depth = shape.sizes.nodes, shape.sizes.edges, shape.width, shape.depth
-    recompute = depth if shape.checkpoint else 0
+    recompute = depth - 1 if shape.checkpoint else 0  # the last block is not recomputed
+    batches = shape.partitions / shape.batch_partitions if shape.batching != "full" else 0
     counts = {
         "base": 1 / _GIGA,
         "input": n * shape.sizes.features * width,
-        "layer_dense": depth * n * width * width,
+        "layer_dense": depth * shape.projections * n * width * width,
         "layer_elementwise": depth * n * width,
         "layer_edges": depth * e * width,
         "attention": depth * e * shape.heads,
-        "recompute_dense": recompute * n * width * width,
+        "recompute_dense": recompute * shape.projections * n * width * width,
         "recompute_edges": recompute * e * width,
+        "batches": depth * batches / _GIGA,
     }
     return [counts[key] * _GIGA for key in TIME_TERMS]
 
@@ -298,12 +320,19 @@ def load_coefficients(path: str | Path | None = None) -> Coefficients:
 SHAPE_KEYS = ("nodes", "edges", "features", "classes", "depth", "heads", "hidden", "checkpoint")
 
 
+def projections_of(model: str) -> int:
+    """The (N, W) projections a layer of `model` computes (its architecture's entry)."""
+    return registry.architecture(registry.parse_model(model)[0]).projections
+
+
 def shape_of(row: Mapping[str, Any]) -> RunShape:
-    """The `RunShape` of a measurement row (`SHAPE_KEYS`, optionally batching keys)."""
+    """The `RunShape` of a measurement row (`SHAPE_KEYS`, optionally batching keys and
+    `model`, default `CALIBRATION_MODEL`)."""
     sizes = DatasetSizes(*(int(row[key]) for key in ("nodes", "edges", "features", "classes")))
     return RunShape(
         sizes, int(row["depth"]), int(row["heads"]), int(row["hidden"]), bool(row["checkpoint"]),
         row.get("batching", "full"), int(row.get("partitions", 1)), int(row.get("batch_partitions", 1)),
+        projections_of(row.get("model", CALIBRATION_MODEL)),
     )
 
 
@@ -327,8 +356,9 @@ def fit(measurements: Sequence[Mapping[str, Any]], **provenance: Any) -> Coeffic
     """Coefficients fitted to `measurements` (rows of `SHAPE_KEYS` plus `memory_mb`
     and `epoch_s`) by non-negative least squares; `provenance`: `device`, `threads`,
     `machine`, `date`, `version` as recorded in `Coefficients`."""
-    if len(measurements) < len(TIME_TERMS):
-        raise ValueError(f"plan fit: {len(measurements)} measurements; at least {len(TIME_TERMS)} are needed")
+    needed = max(len(MEMORY_TERMS), len(TIME_TERMS))
+    if len(measurements) < needed:
+        raise ValueError(f"plan fit: {len(measurements)} measurements; at least {needed} are needed")
     shapes = [shape_of(row) for row in measurements]
     memory = _nnls(
         [memory_terms(s) for s in shapes],
@@ -376,57 +406,96 @@ def dataset_sizes(name: str, csbm: Any = None, root: str = "resources/datasets",
 
 # --- calibration ----------------------------------------------------------------------
 
-# csbm graphs (nodes, average degree, feature columns, classes) and the networks
-# (heads, hidden, depths) run on each, plain and checkpointed: node-, edge- and
-# feature-heavy graphs and narrow to wide networks, so that every term varies on its
-# own; each point stays under ~3 GB and the whole set ~15 min on one core.
-CALIBRATION = (
-    ((4000, 4, 64, 5), (8, 8), (1, 4, 8)),
-    ((20000, 40, 32, 5), (8, 8), (1, 4, 8)),
-    ((16000, 12, 256, 8), (8, 32), (1, 3, 6)),
-    ((10000, 20, 1024, 10), (8, 16), (2, 6)),
-    ((40000, 6, 32, 10), (4, 64), (1, 3, 5)),
-    ((30000, 3, 128, 10), (2, 64), (2, 4)),
-)
 CALIBRATION_EPOCHS = 2
 CALIBRATION_MODEL = "gat-lip"
+# csbm graphs (nodes, average degree, feature columns, classes), the networks (heads,
+# hidden, depths) run on each, plain and checkpointed, and other settings (model,
+# cluster batches): node-, edge- and feature-heavy graphs and narrow to wide networks,
+# so that every term varies on its own; each point stays under ~3.3 GB and the whole set
+# ~20 min on one core.
+_CLUSTER = {"batching": "cluster", "partitions": 16, "batch_partitions": 4}
+CALIBRATION = (
+    ((4000, 4, 64, 5), (8, 8), (1, 4, 8), {}),
+    ((20000, 40, 32, 5), (8, 8), (1, 4, 8), {}),
+    ((16000, 12, 256, 8), (8, 32), (1, 3, 6), {}),
+    ((10000, 20, 1024, 10), (8, 16), (2, 6), {}),
+    ((40000, 6, 32, 10), (4, 64), (1, 3, 5), {}),
+    ((30000, 3, 128, 10), (2, 64), (2, 4), {}),
+    # Deep checkpointed runs whose saved inputs stay in glibc's heap (under 32 MiB each).
+    ((12000, 8, 64, 6), (8, 16), (12, 24), {}),
+    ((60000, 5, 32, 10), (8, 16), (10,), {}),
+    # Many nodes, few features, narrow: what the graph itself holds is most of the peak.
+    ((150000, 4, 24, 20), (8, 8), (2, 5), {}),
+    ((16000, 12, 256, 8), (8, 32), (1, 3), {"model": "gt-lip"}),
+    ((40000, 6, 32, 10), (4, 64), (2, 6), _CLUSTER),
+    ((50000, 10, 64, 10), (8, 16), (3,), _CLUSTER),
+    # Batches of 1/40 of a wide graph: the whole-graph evaluation is most of the peak.
+    ((80000, 6, 48, 10), (8, 64), (2, 5), {"batching": "cluster", "partitions": 80, "batch_partitions": 2}),
+)
 
 
 def calibration_points() -> list[dict[str, Any]]:
-    """Every calibration run's settings (csbm parameters, heads, hidden, depth, checkpoint)."""
+    """Every calibration run's settings (csbm parameters, heads, hidden, depth,
+    checkpoint, and where set model and cluster batching)."""
     points = []
-    for (nodes, degree, features, classes), (heads, hidden), depths in CALIBRATION:
+    for (nodes, degree, features, classes), (heads, hidden), depths, settings in CALIBRATION:
         csbm = {"nodes": nodes, "classes": classes, "avg_degree": degree, "feature_dim": features, "signal": 1, "seed": 0}
         for depth in depths:
             for checkpoint in (False, True):
-                points.append({"csbm": csbm, "heads": heads, "hidden": hidden, "depth": depth, "checkpoint": checkpoint})
+                points.append({
+                    "csbm": csbm, "heads": heads, "hidden": hidden, "depth": depth, "checkpoint": checkpoint, **settings,
+                })
     return points
 
 
 def measure(point: Mapping[str, Any], threads: int, device: str, workdir: Path) -> dict[str, Any]:
     """Train `point` (csbm parameters, heads, hidden, depth, checkpoint, optionally
-    model: default `CALIBRATION_MODEL`) for `CALIBRATION_EPOCHS` epochs in a subprocess; its measurement
-    row: sizes and settings, `memory_mb` (the run's `peak_memory_mb`) and `epoch_s`
-    (the last epoch's seconds: the first includes warm-up)."""
+    model (default `CALIBRATION_MODEL`) and batching, partitions, batch_partitions) for
+    `CALIBRATION_EPOCHS` epochs in a subprocess; its measurement row: sizes and
+    settings, `memory_mb` (the run's `peak_memory_mb`) and `epoch_s` (the last epoch's
+    seconds: the first includes warm-up). The csbm graph and its METIS partition are
+    cached under `workdir`, and made by a first run of theirs before the measured one
+    (making them is not what a training run costs)."""
     import pandas as pd
 
-    run_dir = workdir / f"run{len(list(workdir.iterdir()))}"
+    model = point.get("model", CALIBRATION_MODEL)
+    batching = point.get("batching", "full")
     command = [
         sys.executable, "-m", "lipnorm", "train", "--dataset", "csbm", "--csbm", grid.csbm_spec(point["csbm"]),
-        "--model", point.get("model", CALIBRATION_MODEL), "--depth", str(point["depth"]), "--heads", str(point["heads"]),
-        "--hidden", str(point["hidden"]), "--epochs", str(CALIBRATION_EPOCHS), "--threads", str(threads),
-        "--device", device, "--checkpoint" if point["checkpoint"] else "--no-checkpoint", "--out", str(run_dir),
+        "--model", model, "--depth", str(point["depth"]), "--heads", str(point["heads"]),
+        "--hidden", str(point["hidden"]), "--threads", str(threads), "--data-root", str(workdir / "datasets"),
+        "--device", device, "--checkpoint" if point["checkpoint"] else "--no-checkpoint", "--batching", batching,
     ]
+    if batching == "cluster":
+        command += ["--partitions", str(point["partitions"]), "--batch-partitions", str(point["batch_partitions"])]
+    prepared = workdir / "datasets" / "prepared.json"
+    key = json.dumps([point["csbm"], point.get("partitions")], sort_keys=True)
+    made = json.loads(prepared.read_text()) if prepared.exists() else []
+    if key not in made:
+        # One epoch of depth 1 makes the graph (and partition) without the measured run's size.
+        first = [*command, "--epochs", "1", "--out", str(workdir / f"prepare{len(made)}")]
+        first[first.index("--depth") + 1] = "1"
+        done = subprocess.run(first, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"calibration run failed ({' '.join(first)}):\n{done.stderr[-2000:]}")
+        prepared.parent.mkdir(parents=True, exist_ok=True)
+        prepared.write_text(json.dumps([*made, key]))
+    run_dir = workdir / f"run{len(list(workdir.iterdir()))}"
+    command += ["--epochs", str(CALIBRATION_EPOCHS), "--out", str(run_dir)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"calibration run failed ({' '.join(command)}):\n{done.stderr[-2000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     seconds = pd.read_parquet(run_dir / "metrics.parquet")["seconds"].iloc[-1]
     sizes = csbm_sizes(point["csbm"])
-    return {
+    row = {
         **dataclasses.asdict(sizes), "depth": point["depth"], "heads": point["heads"], "hidden": point["hidden"],
-        "checkpoint": point["checkpoint"], "memory_mb": float(summary["peak_memory_mb"]), "epoch_s": float(seconds),
+        "checkpoint": point["checkpoint"], "model": model, "batching": batching,
+        "memory_mb": float(summary["peak_memory_mb"]), "epoch_s": float(seconds),
     }
+    if batching == "cluster":
+        row.update(partitions=point["partitions"], batch_partitions=point["batch_partitions"])
+    return row
 
 
 def machine_name() -> str:
@@ -466,7 +535,8 @@ def calibrate(
                 progress(
                     f"[{index}/{len(points)}, {time.perf_counter() - started:.0f} s] N={row['nodes']} E={row['edges']} "
                     f"F={row['features']} L={row['depth']} {row['heads']}x{row['hidden']} "
-                    f"checkpoint={row['checkpoint']}: {row['memory_mb']:.0f} MB, {row['epoch_s']:.2f} s/epoch"
+                    f"checkpoint={row['checkpoint']} {row['model']} {row['batching']}: {row['memory_mb']:.0f} MB, "
+                    f"{row['epoch_s']:.2f} s/epoch"
                 )
     coefficients = fit(
         rows, device=device, threads=threads, machine=machine_name(),
@@ -577,6 +647,7 @@ def plan_job(
         "batching": resolved.get("batching", "full"),
         "partitions": _number(f"{where} partitions", resolved.get("partitions", 1)),
         "batch_partitions": _number(f"{where} batch_partitions", resolved.get("batch_partitions", 1)),
+        "projections": projections_of(wildcards["model"]),
     }
     # What the plan may change, in order: nothing, checkpointing, cluster batches.
     may_checkpoint = not base["checkpoint"] and checkpointable(wildcards["model"])

@@ -60,6 +60,7 @@ class Architecture:
     attention: bool
     dropout: tuple[float, float]
     parameter_groups: Mapping[str, str] = field(default_factory=dict)
+    projections: int = 1
 
     @property
     def attention_norms(self) -> tuple[str, ...]:
@@ -151,6 +152,7 @@ def register_architecture(
     attention: bool = True,
     dropout: tuple[float, float] = (0.6, 0.3),
     parameter_groups: Mapping[str, str] | None = None,
+    projections: int = 1,
 ) -> Architecture:
     """Register a network under `name`; returns its entry.
 
@@ -174,9 +176,13 @@ def register_architecture(
     `parameter_groups`: gradient group (one of `PARAMETER_GROUPS`) of a layer parameter
     by its name in the layer, or by a prefix ending in ``.``, for names lipnorm's own
     rules (`lipnorm.nn.models.group_of`) do not place, e.g. ``{"attn": "attn"}`` for
-    DGL's GATv2Conv.
+    DGL's GATv2Conv; `projections`: how many (N, heads * out_feats) projections of its
+    input a layer computes (GAT's one, the graph transformer's query, key, value and skip
+    four), which `lipnorm plan` counts in a run's memory.
     """
     _check_new("architecture", name, ARCHITECTURES)
+    if isinstance(projections, bool) or not isinstance(projections, int) or projections < 1:
+        raise ValueError(f"architecture {name!r}: projections must be a positive integer, got {projections!r}")
     if (layer is None) == (model is None):
         raise ValueError(f"architecture {name!r}: give exactly one of layer= and model=")
     _check_factory("architecture", name, "layer" if layer is not None else "model", layer or model)
@@ -194,7 +200,7 @@ def register_architecture(
             raise ValueError(f"architecture {name!r}: {what} dropout must be in [0, 1), got {value!r}")
     entry = Architecture(
         name, label, colour, lip_colour if lip else None, layer, model, bool(lip), bool(norms),
-        bool(attention), (float(feat_drop), float(attn_drop)), groups,
+        bool(attention), (float(feat_drop), float(attn_drop)), groups, projections,
     )
     return _add(ARCHITECTURES, entry)
 
@@ -527,7 +533,7 @@ register_architecture(
 )
 register_architecture(
     "gt", label="GT", colour="#cc78bc", lip=True, lip_colour="#ca9161",
-    model="lipnorm.nn.models:DeepGT.from_config", norms=False, dropout=(0.5, 0.3),
+    model="lipnorm.nn.models:DeepGT.from_config", norms=False, dropout=(0.5, 0.3), projections=4,
 )
 # GT and the published classic GAT take no representation normalisation (as before:
 # no model gt-pairnorm); the classic GAT has no LipschitzNorm variant either.
