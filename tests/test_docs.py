@@ -66,3 +66,16 @@ def test_the_readme_keeps_the_two_commands_and_stays_short():
     assert "make run    # set up .venv" in text and "make test   # the same set-up" in text
     assert "What's new: [CHANGELOG.md](CHANGELOG.md)." in text
     assert len(text.splitlines()) <= 200
+
+
+def test_the_readme_and_the_cluster_page_quote_the_paper_presets_plan():
+    """What they quote is what `lipnorm plan --configfile config/presets/paper.yaml`
+    prints with the shipped coefficients: recalibrating means quoting anew."""
+    from lipnorm import plan
+
+    shipped = plan.load_coefficients(ROOT / "src" / "lipnorm" / plan.DEFAULT_COEFFICIENTS)
+    report = plan.config_report(plan.read_config(ROOT / "config" / "presets" / "paper.yaml"), shipped)
+    assert report.startswith("coefficients: cpu") and "total          2480" in report
+    assert report in (ROOT / "README.md").read_text()
+    indented = "\n".join(f"    {line}" for line in report.splitlines())
+    assert indented in (ROOT / "docs" / "cluster.md").read_text()
