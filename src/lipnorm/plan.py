@@ -448,14 +448,22 @@ def calibration_points() -> list[dict[str, Any]]:
     return points
 
 
+def _run_calibration(command: list[str]) -> None:
+    """Run one calibration `lipnorm train` command; a failure is a RuntimeError with its stderr."""
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"calibration run failed ({' '.join(command)}):\n{done.stderr[-2000:]}")
+
+
 def measure(point: Mapping[str, Any], threads: int, device: str, workdir: Path) -> dict[str, Any]:
     """Train `point` (csbm parameters, heads, hidden, depth, checkpoint, optionally
     model (default `CALIBRATION_MODEL`) and batching, partitions, batch_partitions) for
     `CALIBRATION_EPOCHS` epochs in a subprocess; its measurement row: sizes and
     settings, `memory_mb` (the run's `peak_memory_mb`) and `epoch_s` (the last epoch's
-    seconds: the first includes warm-up). The csbm graph and its METIS partition are
-    cached under `workdir`, and made by a first run of theirs before the measured one
-    (making them is not what a training run costs)."""
+    seconds: the first includes warm-up). Under cluster batches the METIS partition is
+    cached under `workdir` and made by a first run of its own before the measured one
+    (making it is not what a training run costs); the csbm graph is generated in every
+    run, as in training."""
     import pandas as pd
 
     model = point.get("model", CALIBRATION_MODEL)
@@ -468,23 +476,18 @@ def measure(point: Mapping[str, Any], threads: int, device: str, workdir: Path) 
     ]
     if batching == "cluster":
         command += ["--partitions", str(point["partitions"]), "--batch-partitions", str(point["batch_partitions"])]
-    prepared = workdir / "datasets" / "prepared.json"
-    key = json.dumps([point["csbm"], point.get("partitions")], sort_keys=True)
-    made = json.loads(prepared.read_text()) if prepared.exists() else []
-    if key not in made:
-        # One epoch of depth 1 makes the graph (and partition) without the measured run's size.
-        first = [*command, "--epochs", "1", "--out", str(workdir / f"prepare{len(made)}")]
-        first[first.index("--depth") + 1] = "1"
-        done = subprocess.run(first, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"calibration run failed ({' '.join(first)}):\n{done.stderr[-2000:]}")
-        prepared.parent.mkdir(parents=True, exist_ok=True)
-        prepared.write_text(json.dumps([*made, key]))
+        prepared = workdir / "datasets" / "prepared.json"
+        key = json.dumps([point["csbm"], point["partitions"]], sort_keys=True)
+        made = json.loads(prepared.read_text()) if prepared.exists() else []
+        if key not in made:
+            # One epoch of depth 1 makes the partition without the measured run's size.
+            first = [*command, "--epochs", "1", "--out", str(workdir / f"prepare{len(made)}")]
+            first[first.index("--depth") + 1] = "1"
+            _run_calibration(first)
+            prepared.parent.mkdir(parents=True, exist_ok=True)
+            prepared.write_text(json.dumps([*made, key]))
     run_dir = workdir / f"run{len(list(workdir.iterdir()))}"
-    command += ["--epochs", str(CALIBRATION_EPOCHS), "--out", str(run_dir)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"calibration run failed ({' '.join(command)}):\n{done.stderr[-2000:]}")
+    _run_calibration([*command, "--epochs", str(CALIBRATION_EPOCHS), "--out", str(run_dir)])
     summary = json.loads((run_dir / "summary.json").read_text())
     seconds = pd.read_parquet(run_dir / "metrics.parquet")["seconds"].iloc[-1]
     sizes = csbm_sizes(point["csbm"])
