@@ -140,18 +140,21 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--norm", str, "normalisation after each layer, instead of the model's: " + _names("norm")),
         ("--norm-extra", str, "the older spelling of --norm (gat + pairnorm -> gat-pairnorm)"),
         ("--depth", int, "attention layers (default 2)"),
-        ("--initial-residual", float, "GCNII's initial residual: each layer's output mixed with the input Linear's, weight in [0, 1) (default 0: off)"),
+        ("--initial-residual", float, "GCNII's initial residual: each layer's output mixed with the input Linear's "
+         "(recipe dgn: the first layer's), weight in [0, 1) (default 0: off)"),
         ("--dropedge", float, "DropEdge: rate of edges (self-loops kept) dropped afresh every training epoch (default 0: off)"),
         ("--alpha", float, "LipschitzNorm scale (default 1)"),
-        ("--heads", int, "attention heads (default 8)"),
-        ("--hidden", int, "features per head (default: lipnorm 8, official 64)"),
+        ("--heads", int, "attention heads (default: lipnorm and official 8, dgn 1)"),
+        ("--hidden", int, "features per head (default: lipnorm 8, official 64, dgn 16)"),
         ("--feat-drop", float, "feature dropout (default: the model's)"),
-        ("--attn-drop", float, "attention dropout (default: the model's)"),
+        ("--attn-drop", float, "attention dropout (default: the model's; dgn 0.6)"),
+        ("--batchnorm-momentum", float, "BatchNorm's running-statistics momentum (default: lipnorm and official 0.1, dgn 0.3)"),
+        ("--dgn-skip-weight", float, "DGN's lambda (default 0.01; dgn: DGN's per dataset and missing rate)"),
         ("--missing-rate", float, "percent of non-training feature rows erased (default 0)"),
         ("--seed", int, "seed of everything, the missing-features mask included (default 0)"),
-        ("--epochs", int, "default: lipnorm 200; official 1000 up to depth 4, 1500 up to 7, else 2500"),
-        ("--lr", float, "Adam learning rate (default: lipnorm 0.005, official 0.01)"),
-        ("--weight-decay", float, "default 5e-4"),
+        ("--epochs", int, "default: lipnorm 200; official 1000 up to depth 4, 1500 up to 7, else 2500; dgn 1000"),
+        ("--lr", float, "Adam learning rate (default: lipnorm 0.005, official 0.01, dgn DGN's per dataset)"),
+        ("--weight-decay", float, "default 5e-4; dgn: DGN's per dataset (citeseer 5e-5)"),
         ("--protocol", str, "best-val or official (default: lipnorm best-val, official official)"),
         ("--patience", int, "best-val: stop after this many epochs without a better val metric"),
         ("--variant", str, "LipschitzNorm variant: paper or official (default: lipnorm paper, official official)"),
@@ -202,9 +205,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "--recipe",
         choices=RECIPES,
         default=argparse.SUPPRESS,
-        help="defaults of the settings not given: lipnorm (this project's, default) or official "
+        help="defaults of the settings not given: lipnorm (this project's, default), official "
         "(the authors' train_deepgat_missing.py: their DeepGAT, 8 x 64, lr 0.01, protocol and "
-        "variant official, epochs by depth, planetoid features not row-normalised)",
+        "variant official, epochs by depth, planetoid features not row-normalised) or dgn (the "
+        "deep-GNN literature's GAT protocol of DGN's code: 1 x 16, no Linear layers, 1000 "
+        "epochs, best validation epoch, their lr and weight decay per dataset; docs/training.md)",
     )
     train.set_defaults(handler=_train)
 

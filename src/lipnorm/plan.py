@@ -639,7 +639,10 @@ def plan_job(
 
     wildcards = _subdir_wildcards(subdir)
     depth = int(wildcards["depth"])
-    resolved = {**recipe_defaults(settings.get("recipe", "lipnorm"), depth), **settings}
+    defaults = recipe_defaults(
+        settings.get("recipe", "lipnorm"), depth, wildcards["dataset"], float(wildcards["rate"])
+    )
+    resolved = {**defaults, **settings}
     where = f"{run_group} train"
     epochs = _number(f"{where} epochs", resolved["epochs"])
     base = {

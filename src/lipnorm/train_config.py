@@ -23,6 +23,7 @@ PROTOCOLS = ("best-val", "official")
 MODEL_SETTINGS = (
     "model", "architecture", "attention_norm", "norm", "residual", "depth", "heads", "hidden",
     "alpha", "variant", "feat_drop", "attn_drop", "recipe", "initial_residual", "checkpoint",
+    "batchnorm_momentum", "dgn_skip_weight",
 )
 
 
@@ -84,6 +85,10 @@ class TrainConfig:
     hidden: int | None = None
     feat_drop: float | None = None
     attn_drop: float | None = None
+    # Of the remedies' normalisations (lipnorm.nn.norms): BatchNorm's running-statistics
+    # momentum and DGN's lambda; None = the recipe's.
+    batchnorm_momentum: float | None = None
+    dgn_skip_weight: float | None = None
     missing_rate: float = 0.0
     seed: int = 0
     epochs: int | None = None
@@ -125,7 +130,7 @@ class TrainConfig:
     def with_recipe_defaults(self) -> TrainConfig:
         """A copy with every unset (None) recipe-dependent setting filled from `recipe`."""
         _check_types(self)
-        defaults = recipe_defaults(self.recipe, self.depth)
+        defaults = recipe_defaults(self.recipe, self.depth, self.dataset, self.missing_rate)
         return dataclasses.replace(
             self, **{name: value for name, value in defaults.items() if getattr(self, name) is None}
         )

@@ -54,6 +54,7 @@ from torch.utils.checkpoint import checkpoint
 from lipnorm import registry
 from lipnorm.nn.gat import GATConv
 from lipnorm.nn.gt import VARIANTS, GTConv
+from lipnorm.nn.norms import DGN_SKIP_WEIGHT
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
 
@@ -132,6 +133,9 @@ class ModelConfig:
     initial_residual: float = 0.0
     # Activation checkpointing of the deep models' blocks (module docstring).
     checkpoint: bool = False
+    # The remedies' normalisations (lipnorm.nn.norms): BatchNorm's momentum, DGN's lambda.
+    batchnorm_momentum: float = 0.1
+    dgn_skip_weight: float = DGN_SKIP_WEIGHT
     architecture: str | None = None
     attention_norm: str | None = None
     norm: str | None = None
@@ -202,8 +206,12 @@ class ModelConfig:
         _check_recipe(self.recipe, registry.compose_model(*self.parts()), self.residual)
         if not isinstance(self.checkpoint, bool):
             raise ValueError(f"checkpoint must be true or false, got {self.checkpoint!r}")
-        if self.checkpoint and architecture == "gat-classic":
+        if self.checkpoint and (architecture == "gat-classic" or self.recipe == "dgn"):
             raise ValueError(_no_checkpoint(self.model))
+        if not (math.isfinite(self.batchnorm_momentum) and 0 <= self.batchnorm_momentum <= 1):
+            raise ValueError(f"batchnorm_momentum must be a number in [0, 1], got {self.batchnorm_momentum!r}")
+        if not math.isfinite(self.dgn_skip_weight):
+            raise ValueError(f"dgn_skip_weight must be a finite number, got {self.dgn_skip_weight!r}")
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
 
 
@@ -236,6 +244,11 @@ def _check_recipe(recipe: str, model: str, residual: bool) -> None:
             )
         if residual:
             raise ValueError("recipe 'official' has no residual connections (their DeepGAT has none); got residual=True")
+    if recipe == "dgn" and registry.parse_model(model)[0] != "gat":
+        raise ValueError(
+            f"recipe 'dgn' builds the literature's GAT network (DGN's models/GAT.py), not model "
+            f"{model!r}; allowed with it: gat and its -lip/-<norm> forms"
+        )
 
 
 def pyg_glorot_(tensor: torch.Tensor) -> torch.Tensor:
@@ -299,6 +312,8 @@ class _DeepAttentionNet(nn.Module):
         initial_residual: float = 0.0,
         checkpoint: bool = False,
         input_width: int | None = None,
+        batchnorm_momentum: float = 0.1,
+        dgn_skip_weight: float = DGN_SKIP_WEIGHT,
     ):
         super().__init__()
         _check_initial_residual(initial_residual)
@@ -351,6 +366,7 @@ class _DeepAttentionNet(nn.Module):
                 feat_drop=self.feat_drop, attn_drop=attn_drop, pairnorm_mode=pairnorm_mode,
                 pairnorm_scale=pairnorm_scale, architecture=self.architecture,
                 attention_norm=attention_norm, norm=representation_norm,
+                batchnorm_momentum=batchnorm_momentum, dgn_skip_weight=dgn_skip_weight,
             )
             factory = registry.resolve(norm_entry.factory)
             self.norm_attribute = norm_entry.attribute
@@ -376,6 +392,8 @@ class _DeepAttentionNet(nn.Module):
             pairnorm_scale=cfg.pairnorm_scale,
             initial_residual=cfg.initial_residual,
             checkpoint=cfg.checkpoint,
+            batchnorm_momentum=cfg.batchnorm_momentum,
+            dgn_skip_weight=cfg.dgn_skip_weight,
             **options,
         )
 
@@ -528,8 +546,11 @@ class DeepGAT(_DeepAttentionNet):
                 nn.init.zeros_(layer.bias)
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepGAT:
-        # validate() allows recipe="official" for the GAT models of OFFICIAL_MODELS only.
+    def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepGAT | LiteratureGAT:
+        """The network of a resolved `cfg`: with recipe "dgn", the literature's
+        (`LiteratureGAT`); validate() allows recipe "official" for OFFICIAL_MODELS only."""
+        if cfg.recipe == "dgn":
+            return LiteratureGAT.from_config(cfg)
         return super().from_config(cfg, recipe=cfg.recipe, **options)
 
     def _make_layer(self, in_feats, out_feats, heads, residual, **options):
@@ -545,6 +566,128 @@ class DeepGT(_DeepAttentionNet):
         if residual:
             raise ValueError(_NO_GT_RESIDUAL)
         return GTConv(in_feats, out_feats, heads, skip=True, **options)
+
+
+def pyg13_attention_glorot_(attn: torch.Tensor) -> torch.Tensor:
+    """PyG 1.3's GATConv initialisation of one attention half, in place.
+
+    PyG 1.3.2 (the version DGN's and DeCorr's code pins) keeps one attention vector
+    ``att`` of shape ``(1, H, 2 D)`` for the pair ``[W h_i; W h_j]`` and draws it with
+    `glorot` over its last two dimensions: uniform on ``[-b, b]``, ``b = sqrt(6 / (H +
+    2 D))``. Our ``attn_r``/``attn_l`` ``(1, H, D)`` are its two halves, so each is drawn
+    with that bound (not ``sqrt(6 / (H + D))``, which `pyg_glorot_` on a half would give).
+    """
+    heads, out_feats = attn.shape[-2:]
+    bound = math.sqrt(6.0 / (heads + 2 * out_feats))
+    with torch.no_grad():
+        return attn.uniform_(-bound, bound)
+
+
+class LiteratureGAT(nn.Module):
+    """The deep-GNN literature's GAT: DGN's `models/GAT.py` (github.com/Kaixiong-Zhou/DGN),
+    which DeCorr and SNR reuse; built by `recipe="dgn"`.
+
+    `depth` graph-attention layers and nothing else (no input or output Linear): the first
+    maps the features to `heads` x `hidden` (1 x 16 in their code), the hidden ones keep
+    that width, the last maps it to the classes with one head (depth 1: features to
+    classes). Each layer, choice by choice as theirs:
+
+    - feature dropout `feat_drop` (0.6) on the input of the first and of the last layer
+      only (``if i == 0 or i == self.num_layers - 1: x = F.dropout(x)``);
+    - the attention layer: no bias (``bias=False``), attention dropout `attn_drop` (0.6)
+      on the softmaxed scores (PyG's ``dropout=``), LeakyReLU 0.2, heads concatenated,
+      LipschitzNorm on its scores with ``attention_norm="lip"`` (`alpha`, `variant`);
+    - then the representation normalisation of the model, if any (their ``layers_bn``:
+      BatchNorm, PairNorm, DGN), then ReLU, after every layer, **the last included**:
+      the logits are ReLU'd, as in DGN's code (DeCorr's drops that last ReLU; this
+      follows DGN's);
+    - PyG 1.3's initialisation: `pyg_glorot_` on the projection (uniform, bound
+      ``sqrt(6 / (in + H D))``), `pyg13_attention_glorot_` on each attention half.
+
+    The literature's other remedies, as this project defines them in this network:
+
+    - `residual`: each hidden layer's input added to its attention output (identity skip,
+      before the normalisation and ReLU); the first and last layers change width and have
+      none, so at depth <= 2 the network is the plain one;
+    - `initial_residual` a: each hidden layer's attention output mixed with the first
+      layer's output h0 (after its normalisation and ReLU), ``(1 - a) h + a h0``, GCNII's
+      initial residual with the first layer as the input embedding; no effect at depth <= 2;
+    - DropEdge: the trainer's, on the graph (`lipnorm.nn.dropedge`).
+
+    Layer numbering for gradient logging as gat-classic's: 0..L-2 hidden attention
+    layers ("attention"), L-1 the output attention layer ("output").
+    """
+
+    def __init__(
+        self,
+        in_feats: int,
+        num_classes: int,
+        config: ModelConfig,
+    ):
+        super().__init__()
+        depth, width = config.depth, config.heads * config.hidden
+        self.feat_drop = config.feat_drop
+        self.initial_residual = float(config.initial_residual)
+        self.parameter_groups = dict(registry.architecture("gat").parameter_groups)
+        self.returns_attention = True
+        options = dict(
+            attn_drop=config.attn_drop, bias=False, norm=config.attention_norm, alpha=config.alpha,
+            variant=config.variant,
+        )
+        layers = []
+        for i in range(depth):
+            last = i == depth - 1
+            layers.append(GATConv(
+                in_feats if i == 0 else width, num_classes if last else config.hidden, 1 if last else config.heads,
+                residual=config.residual and 0 < i < depth - 1, **options,
+            ))
+        self.layers = nn.ModuleList(layers)
+        for layer in self.layers:
+            pyg_glorot_(layer.fc.weight)
+            pyg13_attention_glorot_(layer.attn_l)
+            pyg13_attention_glorot_(layer.attn_r)
+        self.norm_attribute = None
+        self.pairnorms = None
+        norm_entry = registry.norm(config.norm)
+        if norm_entry is not None:
+            factory = registry.resolve(norm_entry.factory)
+            self.norm_attribute = norm_entry.attribute
+            widths = [num_classes if i == depth - 1 else width for i in range(depth)]
+            setattr(self, norm_entry.attribute, nn.ModuleList(factory(w, config) for w in widths))
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> LiteratureGAT:
+        """The network of a resolved `cfg` (recipe "dgn")."""
+        return cls(cfg.in_feats, cfg.num_classes, cfg)
+
+    def _norms(self) -> nn.ModuleList | None:
+        return None if self.norm_attribute is None else getattr(self, self.norm_attribute)
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+        norms = self._norms()
+        last = len(self.layers) - 1
+        h, h0 = feat, None
+        for i, layer in enumerate(self.layers):
+            if i == 0 or i == last:
+                h = F.dropout(h, p=self.feat_drop, training=self.training)
+            h = layer(graph, h).flatten(1)
+            if h0 is not None and self.initial_residual and i < last:
+                h = initial_residual(h, h0, self.initial_residual)
+            if norms is not None:
+                h = norms[i](graph, h)
+            h = F.relu(h)
+            if i == 0:
+                h0 = h
+        return h
+
+    def numbered_layers(self) -> list[NumberedLayer]:
+        norms = self._norms()
+        norms = norms if norms is not None else [None] * len(self.layers)
+        last = len(self.layers) - 1
+        return [
+            NumberedLayer(i, "output" if i == last else "attention", layer, norm, graph_layer=True)
+            for i, (layer, norm) in enumerate(zip(self.layers, norms))
+        ]
 
 
 class ClassicGAT(nn.Module):

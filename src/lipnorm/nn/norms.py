@@ -149,11 +149,14 @@ DGN_SKIP_WEIGHT = 0.01
 
 
 def batchnorm_layer(width: int, config) -> BatchNorm:
-    """The registered factory of `batchnorm` (`lipnorm.registry`): `BatchNorm(width)`."""
-    return BatchNorm(width)
+    """The registered factory of `batchnorm` (`lipnorm.registry`): `BatchNorm(width)`
+    with the model's `batchnorm_momentum` (torch's 0.1, the "dgn" recipe's 0.3)."""
+    return BatchNorm(width, momentum=config.batchnorm_momentum)
 
 
 def dgn_layer(width: int, config) -> DiffGroupNorm:
     """The registered factory of `dgn`: `DiffGroupNorm(width)` with G = 10 and lambda =
-    `DGN_SKIP_WEIGHT`, the authors' values for GAT with missing features."""
-    return DiffGroupNorm(width, skip_weight=DGN_SKIP_WEIGHT)
+    the model's `dgn_skip_weight` (`DGN_SKIP_WEIGHT` by default, the authors' value for
+    GAT with missing features on Cora and CiteSeer; the "dgn" recipe's is theirs per
+    dataset, `lipnorm.recipes.dgn_skip_weight`)."""
+    return DiffGroupNorm(width, skip_weight=config.dgn_skip_weight)
