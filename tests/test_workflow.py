@@ -33,6 +33,9 @@ PRESETS = {
     "diagnose": REPO / "config" / "presets" / "diagnose.yaml",
     "remedies-cora": REPO / "config" / "presets" / "remedies-cora.yaml",
     "remedies-citeseer": REPO / "config" / "presets" / "remedies-citeseer.yaml",
+    "literature-pilot": REPO / "config" / "presets" / "literature-pilot.yaml",
+    "literature-cora": REPO / "config" / "presets" / "literature-cora.yaml",
+    "literature-citeseer": REPO / "config" / "presets" / "literature-citeseer.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -233,7 +236,7 @@ BAD_CONFIGS = {
     ),
     "unknown recipe": (
         lambda c: c["experiments"]["depth"]["train"].update(recipe="pyg"),
-        r"'pyg' is not one of \['lipnorm', 'official'\]",
+        r"'pyg' is not one of \['lipnorm', 'official', 'dgn'\]",
         "['depth']['train']['recipe']",
     ),
     "misspelt experiment": (
@@ -274,7 +277,11 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 # --- DAG sizes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("preset", ["smoke", "default", "deep", "diagnose", "remedies-cora", "remedies-citeseer"])
+@pytest.mark.parametrize(
+    "preset",
+    ["smoke", "default", "deep", "diagnose", "remedies-cora", "remedies-citeseer", "literature-pilot", "literature-cora",
+     "literature-citeseer"],
+)
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
     assert job_counts(proc.stdout) == expected_job_counts(load_preset(preset))
@@ -710,3 +717,38 @@ def test_remedies_presets_cross_every_remedy_with_gat_and_gat_lip(dataset):
         assert grid["datasets"] == [dataset] and grid["attention_norms"] == ["none", "lip"]
         assert set(grid["depths"]) >= {2, 5, 10, 20, 30} and len(grid["seeds"]) >= 3
         assert grid["missing_rates"] == [100] and (arm["train"]["heads"], arm["train"]["hidden"]) == (8, 8)
+
+
+LITERATURE_DEPTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30]
+
+
+@pytest.mark.parametrize("dataset", ["cora", "citeseer"])
+def test_literature_presets_cross_every_remedy_with_gat_and_gat_lip_under_the_dgn_recipe(dataset):
+    """7 remedies x GAT/GAT-Lip x the literature's depths x 5 seeds, recipe dgn, 100 %
+    missing features; every published best depth (2, 4, 5, 6, 8, 9) is in the grid."""
+    preset = load_preset(f"literature-{dataset}")
+    experiment = preset["experiments"]["remedies"]
+    from lipnorm import remedies
+
+    assert list(experiment["arms"]) == list(remedies.REMEDIES)
+    assert expected_job_counts(preset)["train"] == 7 * 2 * 14 * 5
+    published = {entry.depth for (_, name), entry in remedies.PUBLISHED.items() if name == dataset}
+    for arm in experiment["arms"].values():
+        grid = arm["grid"]
+        assert grid["datasets"] == [dataset] and grid["attention_norms"] == ["none", "lip"]
+        assert grid["depths"] == LITERATURE_DEPTHS and set(grid["depths"]) >= published
+        assert grid["seeds"] == [0, 1, 2, 3, 4] and grid["missing_rates"] == [100]
+        assert arm["train"]["recipe"] == "dgn" and "heads" not in arm["train"]
+
+
+def test_literature_pilot_is_gat_at_depths_2_to_8_and_gat_lip_at_four_of_them():
+    preset = load_preset("literature-pilot")
+    arms = preset["experiments"]["remedies"]["arms"]
+    assert expected_job_counts(preset)["train"] == 4 * 7 * 5 + 4 * 4 * 5
+    for name, arm in arms.items():
+        grid = arm["grid"]
+        assert arm["train"] == {"recipe": "dgn"} and grid["datasets"] == ["cora"]
+        if name.endswith("-lip"):
+            assert grid["attention_norms"] == ["lip"] and grid["depths"] == [2, 4, 6, 8]
+        else:
+            assert grid["attention_norms"] == ["none"] and grid["depths"] == list(range(2, 9))
