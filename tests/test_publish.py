@@ -158,6 +158,7 @@ def test_publish_writes_the_documented_files(tree, published):
         *(f"diagnose/{s}.{f}" for s in ("layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats")
           for f in ("pdf", "png")),
         "remedies/runs.csv", "remedies/remedies_table.tex", "remedies/remedies_selection_table.tex",
+        "remedies/remedies_paired_table.tex",
         *(f"remedies/{s}.{f}" for s in ("remedies_accuracy", "remedies_mad") for f in ("pdf", "png")),
     }
     written = {p.relative_to(published).as_posix() for p in published.rglob("*") if p.is_file()}
@@ -534,23 +535,26 @@ def test_remedies_runs_csv_holds_the_remedy_settings_and_both_accuracies(tree, p
 
 
 def test_summary_remedies_tables_are_the_tables_of_the_runs(tree, published):
-    from lipnorm.tables import remedies_comparison, remedies_selection
+    from lipnorm.tables import remedies_comparison, remedies_paired, remedies_selection
 
     records = tree[1]["remedies"]
     tables = summary_tables(published)
     runs = pd.DataFrame(records).assign(best_val_val=lambda r: r["val_metric"],
                                         best_val_test=lambda r: r["test_metric"])
+    literature = "Beside the published numbers: literature's rule (optimistic: chosen on the test set)"
     text, bold = remedies_comparison(runs)
-    rows = tables[REMEDIES_SECTION, ""]
+    rows = tables[REMEDIES_SECTION, literature]
     assert [row["GAT +"] for row in rows] == list(text.index)
     for row, (name, cells), marks in zip(rows, text.iterrows(), bold):
         for (dataset, source), cell, is_bold in zip(text.columns, cells, marks):
             assert row[f"{dataset}: {source}"] == (f"**{cell}**" if is_bold else cell)
-    selection = tables[REMEDIES_SECTION, "Depth chosen by validation vs by test"]
+    selection = tables[REMEDIES_SECTION, "LipschitzNorm's effect: our rule (chosen on the validation set)"]
     expected = remedies_selection(runs)
-    assert [(r["Dataset"], r["Model"], r["Remedy"]) for r in selection] == list(expected.index)
-    assert [r["Depth chosen by test: Gain (points)"] for r in selection] == \
-        list(expected[("Depth chosen by test", "Gain (points)")])
+    assert [(r["Dataset"], r["Remedy"]) for r in selection] == list(expected.index)
+    assert [[r[c] for c in expected.columns] for r in selection] == expected.values.tolist()
+    paired = tables[REMEDIES_SECTION, "Paired difference GAT-Lip − GAT at every depth"]
+    expected = remedies_paired(runs)
+    assert [[r[f"{depth} layers"] for depth in expected.columns] for r in paired] == expected.values.tolist()
     summary = (published / "summary.md").read_text()
     assert "Cora, CiteSeer, 100% missing features, 8 heads × 8 hidden, up to 3 epochs, depths 2, 4;" in summary
     assert "![remedies_mad](remedies/remedies_mad.png)" in summary
@@ -567,7 +571,7 @@ def test_drift_check_catches_a_changed_remedies_number(published, tmp_path, colu
         & (frame["dropedge"] == 0) & (frame["initial_residual"] == 0) & (frame["depth"] == 2)
     frame.loc[cell, column] = 0.99
     frame.to_csv(path, index=False)
-    with pytest.raises(AssertionError, match=r"remedies/remedies_(selection_)?table.tex differs"):
+    with pytest.raises(AssertionError, match=r"remedies/remedies_(selection_|paired_)?table.tex differs"):
         assert_regenerates(edited)
 
 

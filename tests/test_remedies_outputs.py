@@ -1,11 +1,15 @@
-"""The remedies experiment's outputs from synthetic run directories: its two tables
-(cell by cell against a selection computed here from the values the runs were written
-with) and its two figures (panels, lines and their data)."""
+"""The remedies experiment's outputs from synthetic run directories: its three tables
+(cell by cell against depth choices and paired differences computed here from the
+values the runs were written with) and its two figures (facets, lines and their data,
+the legend inside the figure)."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_hex
@@ -17,8 +21,12 @@ from lipnorm.aggregate import aggregate_runs, write_aggregate
 from lipnorm.remedies import PUBLISHED, remedy_label
 from lipnorm.tables import (
     TABLES,
+    difference_text,
     remedies_comparison,
+    remedies_paired,
+    remedies_paired_table,
     remedies_selection,
+    remedies_selection_table,
     remedies_table,
     render,
     write_tables,
@@ -26,6 +34,7 @@ from lipnorm.tables import (
 
 DATASETS = {"cora": "Cora", "citeseer": "CiteSeer"}
 MODELS = {"none": "GAT", "lip": "GAT-Lip"}
+T_975_DF1 = 12.706204736174707  # Student t, 0.975 quantile, 1 degree of freedom (two seeds)
 
 
 @pytest.fixture(scope="module")
@@ -34,60 +43,100 @@ def remedies_runs(tmp_path_factory):
     return records, aggregate_runs([r["run_dir"] for r in records])
 
 
-def selected(records, dataset, attention_norm, remedy):
-    """(depth, val mean, test mean, test std, test-chosen depth, its test mean), % over
-    seeds: the depth of the best mean validation metric (the shallower on a tie) among
-    the depths where no seed diverged."""
+def cell_runs(records, dataset, attention_norm, remedy, depth):
+    return [r for r in records if (r["dataset"], r["attention_norm"], r["remedy"], r["depth"])
+            == (dataset, attention_norm, remedy, depth)]
+
+
+def selected(records, dataset, attention_norm, remedy, rule="validation"):
+    """(depth, val mean, test mean, test std) %, over seeds, at the depth `rule` chooses
+    among the depths where no seed diverged: validation, the best mean validation
+    metric; literature, the best mean test metric (the shallower on a tie)."""
     candidates = []
     for depth in REMEDY_GRID["depth"]:
-        runs = [r for r in records if (r["dataset"], r["attention_norm"], r["remedy"], r["depth"])
-                == (dataset, attention_norm, remedy, depth)]
+        runs = cell_runs(records, dataset, attention_norm, remedy, depth)
         if any(r["status"] == "diverged" for r in runs):
             continue
         val = np.mean([r["val_metric"] for r in runs]) * 100
         test = np.array([r["test_metric"] for r in runs]) * 100
         candidates.append((depth, val, test.mean(), test.std(ddof=1)))
-    by_val = max(candidates, key=lambda c: (c[1], -c[0]))
-    by_test = max(candidates, key=lambda c: (c[2], -c[0]))
-    return (*by_val, by_test[0], by_test[2])
+    column = {"validation": 1, "literature": 2}[rule]
+    return max(candidates, key=lambda c: (c[column], -c[0]))
+
+
+def paired(records, dataset, remedy, depth_gat, depth_lip):
+    """(mean, lo, hi) of GAT-Lip − GAT by seed, points, with the 95 % Student-t interval
+    (two seeds: t_{0.975,1})."""
+    by_seed = {norm: {r["seed"]: r["test_metric"] * 100 for r in cell_runs(records, dataset, norm, remedy, depth)}
+               for norm, depth in (("none", depth_gat), ("lip", depth_lip))}
+    differences = np.array([by_seed["lip"][s] - by_seed["none"][s] for s in sorted(by_seed["none"])])
+    half = T_975_DF1 * differences.std(ddof=1) / np.sqrt(len(differences))
+    return differences.mean(), differences.mean() - half, differences.mean() + half
+
+
+def difference(mean, lo, hi):
+    def signed(points):  # one decimal with its sign; what rounds to zero is +0.0
+        return f"{round(points, 1) + 0.0:+.1f}"
+
+    return f"{signed(mean)} [{signed(lo)}, {signed(hi)}]"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ((3, 0, 2.0, -0.4841, 4.4841), "+2.0 [-0.5, +4.5]"),
+    ((3, 0, -0.04, -0.21, 0.13), "+0.0 [-0.2, +0.1]"),  # no -0.0
+    ((1, 0, -1.25, math.nan, math.nan), "-1.2 (n=1)"),  # one pair: no interval
+    ((2, 0, 1.0, 0.0, 2.0, 1), "+1.0 [+0.0, +2.0]"),
+    ((2, 0, 1.0, 0.0, 2.0, 1, True), "+1.0 [+0.0, +2.0] (n=2)"),  # a seed was left unpaired
+    ((2, 1, math.nan, math.nan, math.nan), "diverged (1/2)"),
+    ((0, 0, math.nan, math.nan, math.nan, 3), "–"),
+])
+def test_difference_text(args, expected):
+    assert difference_text(*args) == expected
+
+
+def verdict(lo, hi):
+    return "helped" if lo > 0 else "hurt" if hi < 0 else "no measurable effect"
 
 
 def test_remedies_writes_its_stems(remedies_runs, tmp_path):
     records, _ = remedies_runs
     write_aggregate([r["run_dir"] for r in records], tmp_path / "aggregate")
     written = write_tables("remedies", tmp_path / "aggregate", tmp_path / "tables")
-    assert [p.name for p in written] == ["remedies_table.tex", "remedies_selection_table.tex"]
-    assert TABLES["remedies"] == ["remedies_table", "remedies_selection_table"]
+    stems = ["remedies_table", "remedies_selection_table", "remedies_paired_table"]
+    assert [p.name for p in written] == [f"{stem}.tex" for stem in stems]
+    assert TABLES["remedies"] == stems
 
 
-def test_comparison_table_cells_and_bold(remedies_runs):
+def test_comparison_table_reads_against_the_paper_by_the_literatures_rule(remedies_runs):
     records, tables = remedies_runs
     text, bold = remedies_comparison(tables["runs"])
     assert list(text.index) == [remedy_label(r) for r in REMEDY_ARMS] + ["SNR (best published)"]
-    assert list(text.columns) == [(DATASETS[d], s) for d in DATASETS
-                                  for s in ("Published GAT", "GAT", "GAT-Lip")]
+    heads = ("Published GAT (acc / #L)", "Ours GAT (acc ± sd / #L)", "Ours GAT-Lip (acc ± sd / #L)")
+    assert list(text.columns) == [(DATASETS[d], s) for d in DATASETS for s in heads]
     for dataset in DATASETS:
         means = {}
         for remedy in REMEDY_ARMS:
             for attention_norm, model in MODELS.items():
-                depth, _, mean, std, *_ = selected(records, dataset, attention_norm, remedy)
+                depth, _, mean, std = selected(records, dataset, attention_norm, remedy, "literature")
                 means[remedy_label(remedy), model] = mean
-                assert text.loc[remedy_label(remedy), (DATASETS[dataset], model)] == \
+                assert text.loc[remedy_label(remedy), (DATASETS[dataset], f"Ours {model} (acc ± sd / #L)")] == \
                     f"{mean:.1f} ± {std:.1f} / {depth}"
             published = PUBLISHED.get((remedy, dataset))
-            assert text.loc[remedy_label(remedy), (DATASETS[dataset], "Published GAT")] == (
+            assert text.loc[remedy_label(remedy), (DATASETS[dataset], heads[0])] == (
                 "–" if published is None else f"{published.accuracy:.1f} / {published.depth}")
         best = max(means, key=means.get)
         for (row, model) in means:
-            i, j = list(text.index).index(row), list(text.columns).index((DATASETS[dataset], model))
+            i = list(text.index).index(row)
+            j = list(text.columns).index((DATASETS[dataset], f"Ours {model} (acc ± sd / #L)"))
             assert bold[i, j] == ((row, model) == best)
     assert not bold[:, [0, 3]].any() and not bold[-1].any()
-    assert text.loc["SNR (best published)", ("Cora", "Published GAT")] == "77.0 ± 0.9 / 9"
+    assert text.loc["SNR (best published)", ("Cora", heads[0])] == "77.0 ± 0.9 / 9"
 
-    # As LaTeX: the same cells with $\pm$, no result as --, bold as \textbf.
+    # As LaTeX: the same cells with $\pm$, no result as --, bold as \textbf; heads in LaTeX.
     head, body = parse_tabular(render(*remedies_table(tables["runs"])))
     assert head[0] == ["Dataset", "\\multicolumn{3}{c}{Cora}", "\\multicolumn{3}{c}{CiteSeer}"]
-    assert head[1][1:] == ["Published GAT", "GAT", "GAT-Lip"] * 2
+    assert head[1][1:] == ["Published GAT (acc / \\#L)", "Ours GAT (acc $\\pm$ sd / \\#L)",
+                           "Ours GAT-Lip (acc $\\pm$ sd / \\#L)"] * 2
     for row, values in zip(body, text.itertuples()):
         assert row[0] == values[0]
         for printed, cell, is_bold in zip(row[1:], values[1:], bold[list(text.index).index(values[0])]):
@@ -95,24 +144,52 @@ def test_comparison_table_cells_and_bold(remedies_runs):
             assert printed == (f"\\textbf{{{expected}}}" if is_bold else expected)
 
 
-def test_selection_table_sets_the_test_chosen_depth_beside(remedies_runs):
+DIFFERENCE_HEAD = "Δ GAT-Lip − GAT (points) [95 % interval]"
+
+
+def test_selection_table_is_our_rule_with_the_paired_difference(remedies_runs):
     records, tables = remedies_runs
     text = remedies_selection(tables["runs"])
-    expected_index = [(DATASETS[d], MODELS[n], remedy_label(r)) for d in DATASETS for n in MODELS
-                      for r in REMEDY_ARMS]
-    assert list(text.index) == expected_index
-    optimistic = 0
-    for (dataset, norm, remedy) in [(d, n, r) for d in DATASETS for n in MODELS for r in REMEDY_ARMS]:
-        depth, val, test, std, test_depth, test_best = selected(records, dataset, norm, remedy)
-        row = text.loc[(DATASETS[dataset], MODELS[norm], remedy_label(remedy))]
-        assert list(row) == [str(depth), f"{val:.1f}", f"{test:.1f} ± {std:.1f}", str(test_depth),
-                             f"{test_best:.1f}", f"{test_best - test:.1f}"]
-        optimistic += test_depth != depth
-    assert optimistic > 0  # the synthetic runs make the two choices differ somewhere
+    assert list(text.index) == [(DATASETS[d], remedy_label(r)) for d in DATASETS for r in REMEDY_ARMS]
+    assert list(text.columns) == ["GAT (acc ± sd / #L)", "GAT-Lip (acc ± sd / #L)", "Seeds paired",
+                                  DIFFERENCE_HEAD, "Verdict"]
+    disagree = 0
+    for dataset, remedy in [(d, r) for d in DATASETS for r in REMEDY_ARMS]:
+        row = text.loc[(DATASETS[dataset], remedy_label(remedy))]
+        depths = {}
+        for norm, model in MODELS.items():
+            depth, _, mean, std = selected(records, dataset, norm, remedy)
+            depths[norm] = depth
+            assert row[f"{model} (acc ± sd / #L)"] == f"{mean:.1f} ± {std:.1f} / {depth}"
+            disagree += depth != selected(records, dataset, norm, remedy, "literature")[0]
+        mean, lo, hi = paired(records, dataset, remedy, depths["none"], depths["lip"])
+        assert list(row.iloc[2:]) == ["2", difference(mean, lo, hi), verdict(lo, hi)]
+    assert disagree > 0  # the synthetic runs make the two rules differ somewhere
     # The diverged seed removes depth 4 from its cell's candidates.
     dataset, norm, remedy, depth, _ = REMEDY_DIVERGED
-    row = text.loc[(DATASETS[dataset], MODELS[norm], remedy_label(remedy))]
-    assert row.iloc[0] == row.iloc[3] == "2"
+    assert text.loc[(DATASETS[dataset], remedy_label(remedy)), f"{MODELS[norm]} (acc ± sd / #L)"].endswith("/ 2")
+
+    head, body = parse_tabular(render(*remedies_selection_table(tables["runs"])))
+    assert head[0][2:] == ["GAT (acc $\\pm$ sd / \\#L)", "GAT-Lip (acc $\\pm$ sd / \\#L)", "Seeds paired",
+                           "$\\Delta$ GAT-Lip $-$ GAT (points) [95 \\% interval]", "Verdict"]
+    assert [row[2:] for row in body] == [[cell.replace(" ± ", " $\\pm$ ") for cell in cells]
+                                         for cells in text.itertuples(index=False)]
+
+
+def test_paired_table_holds_the_difference_at_every_depth(remedies_runs):
+    records, tables = remedies_runs
+    text = remedies_paired(tables["runs"])
+    assert list(text.index) == [(DATASETS[d], remedy_label(r)) for d in DATASETS for r in REMEDY_ARMS]
+    assert list(text.columns) == REMEDY_GRID["depth"] and text.columns.name == "Layers"
+    for dataset, remedy, depth in [(d, r, L) for d in DATASETS for r in REMEDY_ARMS for L in REMEDY_GRID["depth"]]:
+        printed = text.loc[(DATASETS[dataset], remedy_label(remedy)), depth]
+        if (dataset, remedy, depth) == (REMEDY_DIVERGED[0], REMEDY_DIVERGED[2], REMEDY_DIVERGED[3]):
+            assert printed == "diverged (1/2)"
+        else:
+            assert printed == difference(*paired(records, dataset, remedy, depth, depth))
+    head, body = parse_tabular(render(*remedies_paired_table(tables["runs"])))
+    assert head[0] == ["", "Layers", "2", "4"]
+    assert body[0][:2] == ["Cora", "nothing"] and body[0][2:] == list(text.iloc[0])
 
 
 def test_tables_without_the_newer_remedy_settings_read_them_as_off(remedies_runs):
@@ -122,10 +199,11 @@ def test_tables_without_the_newer_remedy_settings_read_them_as_off(remedies_runs
     older = runs[runs["initial_residual"].eq(0) & runs["dropedge"].eq(0)]
     assert set(older["norm"]) == {"none", "pairnorm"}
     stripped = older.drop(columns=["initial_residual", "dropedge", "residual"])
-    for build in (remedies_comparison, lambda r: (remedies_selection(r), None)):
+    for build in (remedies_comparison, lambda r: (remedies_selection(r), None),
+                  lambda r: (remedies_paired(r), None)):
         expected, stripped_text = build(older)[0], build(stripped)[0]
         assert stripped_text.equals(expected)
-    assert list(remedies_selection(stripped).index.get_level_values(2).unique()) == ["nothing", "PairNorm"]
+    assert list(remedies_selection(stripped).index.get_level_values(1).unique()) == ["nothing", "PairNorm"]
 
 
 def test_a_cell_mixing_two_settings_is_refused(remedies_runs):
@@ -133,8 +211,9 @@ def test_a_cell_mixing_two_settings_is_refused(remedies_runs):
     runs = tables["runs"]
     mixed = runs.assign(lr=np.where(runs["seed"] == 0, 0.005, 0.01))
     twice = mixed.assign(seed=0)
-    with pytest.raises(ValueError, match="differ in lr"):
-        remedies_selection(twice)
+    for build in (remedies_selection, remedies_paired):
+        with pytest.raises(ValueError, match="differ in lr"):
+            build(twice)
 
 
 def lines_of(ax):
@@ -148,22 +227,45 @@ def points(ax):
     return [c for c in ax.collections if isinstance(c, PathCollection)]
 
 
-def test_remedies_accuracy_panels_lines_published_star_and_diverged_cross(remedies_runs):
+def assert_legend_inside(fig):
+    """After drawing: the figure's one legend lies inside the figure (not clipped) and
+    above every facet (their titles and tick labels included)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box, page = legend.get_window_extent(renderer), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+    assert box.y0 >= max(ax.get_tightbbox(renderer).y1 for ax in fig.axes)
+
+
+def facet_places(fig):
+    """(dataset block title, facet title, grid row, grid column) of each facet."""
+    places = []
+    for block in fig.subfigs:
+        for ax in block.axes:
+            spec = ax.get_subplotspec()
+            places.append((block._suptitle.get_text(), ax.get_title(), spec.rowspan.start, spec.colspan.start))
+    return places
+
+
+def test_remedies_accuracy_facets_lines_published_star_and_diverged_cross(remedies_runs):
     records, tables = remedies_runs
     fig = plots.remedies_accuracy(tables["runs"])
-    axes = np.array(fig.axes).reshape(len(REMEDY_ARMS), len(DATASETS))
-    assert [ax.get_title() for ax in axes.flat] == [
-        f"{remedy_label(r)}, {DATASETS[d]}" for r in REMEDY_ARMS for d in DATASETS]
+    # One block per dataset, one facet per remedy: four remedies fill one row of four.
+    assert len(fig.axes) == len(DATASETS) * len(REMEDY_ARMS)
+    assert facet_places(fig) == [(DATASETS[d], remedy_label(r), 0, j) for d in DATASETS
+                                 for j, r in enumerate(REMEDY_ARMS)]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["GAT", "GAT-Lip", "published GAT", "diverged"]
+    assert_legend_inside(fig)
     styles = {"none": "-", "lip": "--"}
-    for (remedy, dataset), ax in zip([(r, d) for r in REMEDY_ARMS for d in DATASETS], axes.flat):
+    facets = dict(zip([(d, r) for d in DATASETS for r in REMEDY_ARMS], fig.axes))
+    for (dataset, remedy), ax in facets.items():
         lines = lines_of(ax)
         assert len(lines) == 2
         for norm in MODELS:
             cell = (dataset, norm, remedy)
             depths = [d for d in REMEDY_GRID["depth"] if (*cell, d) != REMEDY_DIVERGED[:4]]
-            means = [np.mean([r["test_metric"] for r in records if (r["dataset"], r["attention_norm"],
-                              r["remedy"], r["depth"]) == (*cell, d)]) * 100 for d in depths]
+            means = [np.mean([r["test_metric"] for r in cell_runs(records, *cell, d)]) * 100 for d in depths]
             line = lines[registry.AXIS_COLOURS[norm], styles[norm]]
             assert list(line.get_xdata()) == depths
             assert line.get_ydata() == pytest.approx(means)
@@ -175,11 +277,41 @@ def test_remedies_accuracy_panels_lines_published_star_and_diverged_cross(remedi
             (star,) = stars
             assert star.get_offsets().tolist() == [[published.depth, published.accuracy]]
     dataset, norm, remedy, depth, _ = REMEDY_DIVERGED
-    panel = axes[list(REMEDY_ARMS).index(remedy), list(DATASETS).index(dataset)]
-    (cross,) = [c for c in points(panel) if to_hex(c.get_facecolor()[0]) == registry.AXIS_COLOURS[norm]]
-    assert sum(len(points(ax)) for ax in axes.flat) == 1 + sum(
+    (cross,) = [c for c in points(facets[dataset, remedy])
+                if to_hex(c.get_facecolor()[0]) == registry.AXIS_COLOURS[norm]]
+    assert sum(len(points(ax)) for ax in fig.axes) == 1 + sum(
         (r, d) in PUBLISHED for r in REMEDY_ARMS for d in DATASETS)
     assert cross.get_offsets()[:, 0].tolist() == [depth]
+    plt.close(fig)
+
+
+ALL_ARMS = {"none": {}, "batchnorm": {"norm": "batchnorm"}, "pairnorm": {"norm": "pairnorm"},
+            "dgn": {"norm": "dgn"}, "dropedge": {"dropedge": 0.3}, "residual": {"residual": True},
+            "initial-residual": {"initial_residual": 0.1}}
+ALL_DEPTHS = [*range(1, 11), 15, 20, 25, 30]
+
+
+def test_remedies_accuracy_wraps_seven_remedies_into_rows_of_four():
+    rng = np.random.default_rng(5)
+    rows = [{"norm": "none", "dropedge": 0.0, "residual": False, "initial_residual": 0.0, **arm,
+             "dataset": dataset, "attention_norm": norm, "depth": depth, "seed": seed, "status": "ok",
+             "metric": "accuracy", "test_metric": 0.5, "best_val_val": 0.5,
+             "best_val_test": rng.uniform(0.3, 0.8), "run_dir": f"{remedy}/{dataset}/{norm}/{depth}/{seed}"}
+            for remedy, arm in ALL_ARMS.items() for dataset in DATASETS for norm in MODELS
+            for depth in ALL_DEPTHS for seed in range(2)]
+    fig = plots.remedies_accuracy(pd.DataFrame(rows))
+    assert len(fig.axes) == 2 * 7
+    assert facet_places(fig) == [(DATASETS[d], remedy_label(r), *divmod(k, 4)) for d in DATASETS
+                                 for k, r in enumerate(ALL_ARMS)]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["GAT", "GAT-Lip", "published GAT"]
+    assert_legend_inside(fig)
+    # Depths 1-30: a few round ticks, not one per depth.
+    ax = fig.axes[0]
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks == [0, 10, 20, 30]
+    # The depth label under the lowest facet of each column: DGN's column has none below it.
+    labelled = [ax.get_title() for ax in fig.subfigs[0].axes if ax.get_xlabel()]
+    assert labelled == ["DGN", "DropEdge", "residual", "initial residual"]
     plt.close(fig)
 
 

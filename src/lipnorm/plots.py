@@ -603,10 +603,7 @@ PUBLISHED_MARKER = "*"
 PUBLISHED_COLOUR = "#000000"
 
 
-def remedy_order(names) -> list[str]:
-    """The distinct remedy names: `remedies.REMEDIES` order, then the others sorted."""
-    distinct = set(names)
-    return [n for n in remedies.REMEDIES if n in distinct] + sorted(distinct - set(remedies.REMEDIES))
+remedy_order = remedies.remedy_order  # `remedies.REMEDIES` order, then the others sorted
 
 
 def remedy_colours(names) -> dict[str, str]:
@@ -626,13 +623,30 @@ def _attention_norm_legend(runs: pd.DataFrame, colours: dict | None) -> list[tup
             for norm in registry.ATTENTION_NORMS if norm in set(runs["attention_norm"])]
 
 
+FACET_COLUMNS = 4  # remedies_accuracy: facets per row of a dataset's block, then wrapped
+FACET_DEPTH_TICKS = 4  # at most ~this many depth ticks on a facet (depths 1-30 in ~1.5 inches)
+
+
+def facet_grid(count: int, columns: int = FACET_COLUMNS) -> tuple[int, int]:
+    """(rows, columns) of a grid of `count` facets, at most `columns` per row, wrapping."""
+    if count < 1 or columns < 1:
+        raise ValueError(f"a facet grid needs at least one facet and one column (got {count}, {columns})")
+    ncols = min(count, columns)
+    return -(-count // ncols), ncols
+
+
 @_styled
 def remedies_accuracy(runs: pd.DataFrame) -> Figure:
-    """Test accuracy at the best-validation epoch (`best_val_test`, %) against depth, one
-    row of panels per remedy (`remedies.remedy_label`), one column per dataset; colour
-    and line style per attention norm (GAT, GAT-Lip). Mean ± std over seeds; a setting
-    with a diverged seed is a × on the lower edge. The published GAT result of the
-    remedy (`remedies.PUBLISHED`) is a black star at its reported depth."""
+    """Test accuracy at the best-validation epoch (`best_val_test`, %) against depth: one
+    block of facets per dataset (titled with it), one facet per remedy
+    (`remedies.remedy_label`, `remedy_order`) in a grid of up to FACET_COLUMNS columns,
+    wrapping. In each, GAT and GAT-Lip as two lines (colour `registry.AXIS_COLOURS`, line
+    style ATTENTION_NORM_DASHES), mean over seeds with a band of ± one std; a setting
+    with a diverged seed is a × on the lower edge. The
+    published GAT result of the remedy (`remedies.PUBLISHED`) is a black star at its
+    reported depth. The facets of a dataset share their axes (datasets differ in their
+    accuracy range). The legend is the figure's, above the facets, in space the
+    constrained layout reserves for it (never clipped)."""
     runs = remedies.with_remedies(runs)
     by = ["dataset", "remedy", "attention_norm", "depth"]
     kept, diverged = runs_of_valid_cells(runs, by)
@@ -642,12 +656,26 @@ def remedies_accuracy(runs: pd.DataFrame) -> Figure:
     colours = {n: registry.AXIS_COLOURS[n] for n in registry.ATTENTION_NORMS
                if n in set(runs["attention_norm"])}
     dashes = {n: ATTENTION_NORM_DASHES[n] for n in colours}
-    fig, axes = _figure(len(names), len(datasets), sharex=True, sharey=True)
+    nrows, ncols = facet_grid(len(names))
+    block_height = PANEL_HEIGHT * nrows + 0.3  # the facets and the dataset's title
+    fig = plt.figure(figsize=(COLUMN_WIDTH if ncols <= 2 else TEXT_WIDTH, block_height * len(datasets) + 0.4),
+                     layout="constrained")
+    blocks = fig.subfigures(len(datasets), 1, squeeze=False)[:, 0]
     published = False
-    for i, remedy in enumerate(names):
-        for j, dataset in enumerate(datasets):
-            ax = axes[i, j]
-            _depth_axis(ax)
+    for block, dataset in zip(blocks, datasets):
+        block.suptitle(label("dataset", dataset), fontsize=STYLE["axes.titlesize"], fontweight="bold")
+        grid = block.add_gridspec(nrows, ncols)
+        # Axes shared within a block only: axes shared across subfigures redraw the whole
+        # figure at every change of limits (matplotlib's Axis._set_lim), minutes for 14 facets.
+        first = None
+        for k, remedy in enumerate(names):
+            row, column = divmod(k, ncols)
+            ax = block.add_subplot(grid[row, column], sharex=first, sharey=first)
+            if first is None:
+                first = ax
+                # Round steps (depths 1-30: 0, 10, 20, 30), integers on short grids.
+                ax.xaxis.set_major_locator(MaxNLocator(nbins=FACET_DEPTH_TICKS, integer=True,
+                                                       steps=[1, 2, 5, 10]))
             here = {"dataset": dataset, "remedy": remedy}
             _hue_lines(ax, _where(kept, here), _where(diverged, here), "depth", "accuracy",
                        "attention_norm", colours, dashes)
@@ -656,17 +684,18 @@ def remedies_accuracy(runs: pd.DataFrame) -> Figure:
                 ax.scatter([entry.depth], [entry.accuracy], marker=PUBLISHED_MARKER, s=30,
                            color=PUBLISHED_COLOUR, zorder=4)
                 published = True
-            ax.set_title(f"{remedies.remedy_label(remedy)}, {label('dataset', dataset)}")
-            ax.set_xlabel(DEPTH_LABEL if i == len(names) - 1 else "")
-            ax.set_ylabel(f"Test {_metric_name(runs)} (%)" if j == 0 else "")
+            ax.set_title(remedies.remedy_label(remedy))
+            # The depth label under the lowest facet of each column (the last row may be short).
+            ax.set_xlabel(DEPTH_LABEL if k + ncols >= len(names) else "")
+            ax.set_ylabel(f"Test {_metric_name(runs)} (%)" if column == 0 else "")
     handles = _attention_norm_legend(runs, colours)
     if published:
         handles.append((Line2D([], [], color=PUBLISHED_COLOUR, marker=PUBLISHED_MARKER,
-                               linestyle="none"), "published GAT"))
+                               markersize=6, linestyle="none"), "published GAT"))  # as drawn (s=30)
     if not diverged.empty:
         handles.append((Line2D([], [], color="black", marker="x", linestyle="none"), "diverged"))
     fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside upper center",
-               ncols=min(len(handles), 2), frameon=False)
+               ncols=min(len(handles), 4), frameon=False)
     return fig
 
 

@@ -7,9 +7,20 @@ layer (`norm`: batchnorm, pairnorm, dgn), DropEdge (`dropedge` > 0), residual co
 the parts joined by "+" when it has several. The attention normalisation
 (`attention_norm`: none or lip) is the other axis.
 
-The best depth of a cell (dataset x attention normalisation x remedy) is the depth of the
-best mean *validation* accuracy over seeds, and its *test* accuracy is reported
-(`select_depths`). The published numbers (`PUBLISHED`) chose differently (see `SOURCE`).
+Two rules choose the depth of a cell (dataset x attention normalisation x remedy), both
+computed by `select_depths` and read with `at_chosen_depths` (`RULES` names them):
+
+- the literature's rule, the depth of the best mean *test* accuracy over seeds: how the
+  published numbers (`PUBLISHED`, see `SOURCE`) report the best depth; optimistic, since
+  the test set chooses what it then measures, but the only rule that reads straight
+  against the papers;
+- ours, the depth of the best mean *validation* accuracy (the smaller depth on a tie),
+  and the test accuracy there.
+
+LipschitzNorm's effect is measured by paired differences (`paired_differences`,
+`paired_at_chosen_depths`): GAT-Lip minus GAT on the same seed (the seed of everything,
+the missing-features mask included, so a pair shares its data), in percentage points,
+with a 95 % Student-t interval over seeds (`student_t_interval`) and a verdict (`verdict`).
 """
 
 from __future__ import annotations
@@ -116,21 +127,56 @@ def remedy_label(name: str) -> str:
     return " + ".join(REMEDY_LABELS.get(part, part) for part in name.split("+"))
 
 
+def remedy_order(names) -> list[str]:
+    """The distinct remedy names: `REMEDIES` order, then the others sorted."""
+    distinct = set(names)
+    return [n for n in REMEDIES if n in distinct] + sorted(distinct - set(REMEDIES))
+
+
+# --- choosing the depth ---------------------------------------------------------------
+
+# The rules that choose a cell's depth, as every table and text names them.
+LITERATURE_RULE = "literature"
+VALIDATION_RULE = "validation"
+RULES = {
+    LITERATURE_RULE: "literature's rule (optimistic: chosen on the test set)",
+    VALIDATION_RULE: "our rule (chosen on the validation set)",
+}
+# Rule -> the columns of `select_depths` that hold its choice, by their names in
+# `at_chosen_depths` (depth, test_mean, test_std, n).
+RULE_COLUMNS = {
+    VALIDATION_RULE: {"depth": "depth", "test_mean": "test_mean", "test_std": "test_std", "n": "n"},
+    LITERATURE_RULE: {"test_depth": "depth", "test_best_mean": "test_mean",
+                      "test_best_std": "test_std", "test_best_n": "n"},
+}
+CELL_KEYS = ("dataset", "attention_norm", "remedy")
+
+
+def _check_rule(rule: str) -> None:
+    if rule not in RULES:
+        raise ValueError(f"unknown depth rule {rule!r}; known: {', '.join(RULES)}")
+
+
 def _seed_stats(values: pd.Series) -> tuple[float, float]:
     scores = values.to_numpy(dtype=float) * 100.0
     return scores.mean(), (scores.std(ddof=1) if len(scores) > 1 else np.nan)
 
 
-def select_depths(runs: pd.DataFrame, keys: tuple[str, ...] = ("dataset", "attention_norm", "remedy")) -> pd.DataFrame:
-    """Per cell of `keys` (runs carry a `remedy` column, `remedy_of`), the depth chosen by
-    the mean validation accuracy over seeds (the smaller depth on a tie) and the test
-    accuracy there; beside it, for contrast, the depth and test accuracy that choosing by
-    the mean test accuracy would report (optimistic: it looks at the test set).
+def select_depths(runs: pd.DataFrame, keys: tuple[str, ...] = CELL_KEYS) -> pd.DataFrame:
+    """Per cell of `keys` (runs carry a `remedy` column, `remedy_of`), the depth each rule
+    (`RULES`) chooses and the test accuracy there, % over seeds:
+
+    - ours: the depth of the best mean validation accuracy (the smaller depth on a tie),
+      columns `depth`, `val_mean`, `test_mean`, `test_std`, `n`;
+    - the literature's: the depth of the best mean test accuracy (the smaller depth on a
+      tie), columns `test_depth`, `test_best_mean`, `test_best_std`, `test_best_n`
+      (optimistic: it looks at the test set).
 
     Uses each run's `best_val_val` and `best_val_test` (the epoch of its best validation
-    accuracy, protocol best-val). Depths with a diverged seed are not candidates.
-    Columns: `keys`, `depth`, `val_mean`, `test_mean`, `test_std`, `n`, `test_depth`,
-    `test_best_mean`, `depths` (how many were candidates).
+    accuracy, protocol best-val); std is the sample std (ddof=1; NaN for one seed).
+    Depths with a diverged seed are candidates for neither rule (their mean would average
+    only the survivors). `depths` counts the candidates; a cell without any is left out.
+    `at_chosen_depths` reads one rule's columns under common names.
     """
     keys = list(keys)
     rows = []
@@ -149,13 +195,177 @@ def select_depths(runs: pd.DataFrame, keys: tuple[str, ...] = ("dataset", "atten
         rows.append({
             **dict(zip(keys, key)), "depth": by_val[0], "val_mean": by_val[1], "test_mean": by_val[2],
             "test_std": by_val[3], "n": by_val[4], "test_depth": by_test[0], "test_best_mean": by_test[2],
-            "depths": len(candidates),
+            "test_best_std": by_test[3], "test_best_n": by_test[4], "depths": len(candidates),
         })
-    columns = [*keys, "depth", "val_mean", "test_mean", "test_std", "n", "test_depth", "test_best_mean", "depths"]
+    columns = [*keys, "depth", "val_mean", "test_mean", "test_std", "n", "test_depth", "test_best_mean",
+               "test_best_std", "test_best_n", "depths"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def _ours(mean: float, std: float, depth: int) -> str:
+def at_chosen_depths(chosen: pd.DataFrame, rule: str, keys: tuple[str, ...] = CELL_KEYS) -> pd.DataFrame:
+    """One rule's choice from `select_depths`' frame `chosen` (cells of `keys`), under the
+    same column names whichever the rule: `keys`, `depth`, `test_mean`, `test_std`, `n`."""
+    _check_rule(rule)
+    columns = RULE_COLUMNS[rule]
+    return chosen[[*keys, *columns]].rename(columns=columns)
+
+
+# --- LipschitzNorm's effect: paired differences -----------------------------------------
+
+CONFIDENCE = 0.95
+HELPED, HURT, NO_EFFECT = "helped", "hurt", "no measurable effect"
+VERDICTS = (HELPED, HURT, NO_EFFECT)
+DIVERGED = "diverged"  # the verdict of a depth at which a paired run diverged
+
+
+def t_quantile(probability: float, df: int) -> float:
+    """The `probability` quantile of Student's t distribution with `df` degrees of freedom
+    (scipy.stats.t.ppf; scipy is imported here, not at module import)."""
+    if not 0.0 < probability < 1.0:
+        raise ValueError(f"t quantile: probability {probability} must lie in (0, 1)")
+    if df < 1:
+        raise ValueError(f"t quantile: {df} degrees of freedom; at least 1 is needed")
+    from scipy import stats
+
+    return float(stats.t.ppf(probability, df))
+
+
+def student_t_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+    """(mean, sd, lo, hi) of `values`: sd the sample std (ddof=1), [lo, hi] the two-sided
+    Student-t interval of the mean, mean ± t_{(1+confidence)/2, n-1} · sd / √n. With one
+    value sd and the interval are NaN (no spread to estimate); with none, all four."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence} must lie in (0, 1), e.g. 0.95")
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return (np.nan,) * 4
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, np.nan, np.nan, np.nan
+    sd = float(values.std(ddof=1))
+    half = t_quantile(0.5 + confidence / 2.0, len(values) - 1) * sd / math.sqrt(len(values))
+    return mean, sd, mean - half, mean + half
+
+
+def verdict(lo: float, hi: float) -> str:
+    """HELPED when the interval [lo, hi] of GAT-Lip − GAT lies above 0, HURT when it lies
+    below, NO_EFFECT otherwise (it holds 0, or there is none: NaN)."""
+    if lo > 0:
+        return HELPED
+    if hi < 0:
+        return HURT
+    return NO_EFFECT
+
+
+def _arm(runs: pd.DataFrame, where: str) -> pd.DataFrame:
+    """The runs of one arm (one attention norm at one depth), indexed by seed; a seed
+    twice is refused: it would pair with one partner twice."""
+    repeated = runs["seed"][runs["seed"].duplicated()]
+    if not repeated.empty:
+        raise ValueError(f"remedies: seed {repeated.iloc[0]} occurs twice among the runs of {where}; "
+                         "a paired difference needs one run per seed and arm (keep one setting)")
+    return runs.set_index("seed")
+
+
+def _paired(gat: pd.DataFrame, lip: pd.DataFrame, gat_at: str, lip_at: str) -> dict:
+    """The paired difference GAT-Lip − GAT (points) over the seeds present in both arms:
+    `n` pairs, `n_unpaired` seeds of one arm only (left out), `n_diverged` pairs with a
+    diverged run, and, where none diverged, `student_t_interval`'s mean, sd, lo, hi and
+    the `verdict` (DIVERGED where a pair diverged: nothing is averaged, as in every table)."""
+    gat, lip = _arm(gat, gat_at), _arm(lip, lip_at)
+    seeds = gat.index.intersection(lip.index).sort_values()
+    unpaired = len(gat.index.symmetric_difference(lip.index))
+    diverged = int(((gat.loc[seeds, "status"] == "diverged") | (lip.loc[seeds, "status"] == "diverged")).sum())
+    if diverged:
+        mean = sd = lo = hi = np.nan
+    else:
+        differences = (lip.loc[seeds, "best_val_test"].to_numpy(dtype=float)
+                       - gat.loc[seeds, "best_val_test"].to_numpy(dtype=float)) * 100.0
+        mean, sd, lo, hi = student_t_interval(differences)
+    return {"n": len(seeds), "n_unpaired": unpaired, "n_diverged": diverged, "mean": mean, "sd": sd,
+            "lo": lo, "hi": hi, "verdict": DIVERGED if diverged else verdict(lo, hi)}
+
+
+PAIRED_COLUMNS = ["n", "n_unpaired", "n_diverged", "mean", "sd", "lo", "hi", "verdict"]
+
+
+def _with_remedy(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs if "remedy" in runs else runs.assign(remedy=remedy_of(runs))
+
+
+def _sorted_cells(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Rows by dataset (`datasets_in_order`), remedy (`remedy_order`), then `by`."""
+    order = {name: i for i, name in enumerate(remedy_order(frame["remedy"]))}
+    datasets = {name: i for i, name in enumerate(datasets_in_order(frame["dataset"]))}
+    keys = frame.assign(_dataset=frame["dataset"].map(datasets), _remedy=frame["remedy"].map(order))
+    return frame.loc[keys.sort_values(["_dataset", "_remedy", *by]).index].reset_index(drop=True)
+
+
+def paired_differences(runs: pd.DataFrame) -> pd.DataFrame:
+    """LipschitzNorm's effect at every depth: per dataset x remedy x depth, the test
+    accuracy (`best_val_test`) of GAT-Lip (attention_norm lip) minus that of GAT (none)
+    on the same seed, in percentage points, over the seeds present in both arms.
+
+    Columns: `dataset`, `remedy`, `depth`, `n` (pairs), `n_unpaired` (seeds run in one
+    arm only: left out, not compared with another seed), `n_diverged` (pairs with a
+    diverged run), `mean` and `sd` (ddof=1) of the differences, `lo`, `hi` (the 95 %
+    Student-t interval of the mean, `student_t_interval`; NaN for fewer than two pairs)
+    and `verdict` (`verdict`: helped, hurt, no measurable effect).
+
+    Divergence: a depth at which a run of either arm diverged has no difference (mean
+    and interval NaN, verdict DIVERGED), as a cell with a diverged seed has no mean in
+    the tables; dropping the diverged pair would compare only the seeds on which both
+    models trained, which flatters the one that diverged. (`select_depths` makes no
+    such depth a candidate, so the differences at the chosen depths never meet one.)
+    `runs` may carry `remedy`; else it is read from the settings (`remedy_of`).
+    """
+    runs = _with_remedy(runs)
+    rows = []
+    for (dataset, remedy, depth), cell in runs.groupby(["dataset", "remedy", "depth"], sort=False):
+        where = f"{dataset}, {remedy}, depth {depth}"
+        rows.append({"dataset": dataset, "remedy": remedy, "depth": int(depth),
+                     **_paired(cell[cell["attention_norm"] == "none"], cell[cell["attention_norm"] == "lip"],
+                               f"GAT at {where}", f"GAT-Lip at {where}")})
+    frame = pd.DataFrame(rows, columns=["dataset", "remedy", "depth", *PAIRED_COLUMNS])
+    return _sorted_cells(frame, ["depth"])
+
+
+def paired_at_chosen_depths(runs: pd.DataFrame, rule: str = VALIDATION_RULE) -> pd.DataFrame:
+    """LipschitzNorm's effect as the tables report each model, at its own chosen depth:
+    per dataset x remedy, seed s of GAT-Lip at the depth `rule` chooses for GAT-Lip minus
+    seed s of GAT at the depth it chooses for GAT (`select_depths`, `at_chosen_depths`),
+    test accuracy in percentage points, over the seeds present in both.
+
+    Columns: `dataset`, `remedy`, `depth_gat`, `depth_lip`, then as `paired_differences`
+    (`n`, `n_unpaired`, `n_diverged` (always 0: a chosen depth has no diverged seed),
+    `mean`, `sd`, `lo`, `hi`, `verdict`). A (dataset, remedy) where either model has
+    no chosen depth (not run, or every depth diverged) has no row.
+    """
+    _check_rule(rule)
+    runs = _with_remedy(runs)
+    chosen = at_chosen_depths(select_depths(runs), rule)
+    depth_of = {(dataset, remedy, norm): depth for dataset, norm, remedy, depth
+                in chosen[["dataset", "attention_norm", "remedy", "depth"]].itertuples(index=False)}
+    rows = []
+    for (dataset, remedy), cell in runs.groupby(["dataset", "remedy"], sort=False):
+        depths = {norm: depth_of.get((dataset, remedy, norm)) for norm in ("none", "lip")}
+        if None in depths.values():
+            continue
+        arms = {norm: cell[(cell["attention_norm"] == norm) & (cell["depth"] == depth)]
+                for norm, depth in depths.items()}
+        rows.append({"dataset": dataset, "remedy": remedy, "depth_gat": depths["none"],
+                     "depth_lip": depths["lip"],
+                     **_paired(arms["none"], arms["lip"], f"GAT at {dataset}, {remedy}, depth {depths['none']}",
+                               f"GAT-Lip at {dataset}, {remedy}, depth {depths['lip']}")})
+    frame = pd.DataFrame(rows, columns=["dataset", "remedy", "depth_gat", "depth_lip", *PAIRED_COLUMNS])
+    return _sorted_cells(frame, [])
+
+
+# --- texts ------------------------------------------------------------------------------
+
+def accuracy_text(mean: float, std: float, depth: int) -> str:
+    """A chosen cell as the tables print it: "test accuracy ± std / depth" (no ± for one
+    seed: std NaN)."""
     spread = "" if math.isnan(std) else f" ± {std:.1f}"
     return f"{mean:.1f}{spread} / {depth}"
 
@@ -167,18 +377,26 @@ def _published(entry: Published | None) -> str:
     return f"{entry.accuracy:.1f}{spread} / {entry.depth}"
 
 
-def comparison_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Rows: remedies (in `REMEDIES` order, then any other, then SNR's published best);
-    per dataset three columns: the published GAT result, ours with GAT and ours with
-    GAT-Lip, each "test accuracy ± std / best depth" (`select_depths`)."""
-    runs = runs.assign(remedy=remedy_of(runs))
-    chosen = select_depths(runs)
-    datasets = [name for name in ("cora", "citeseer") if name in set(chosen["dataset"])]
-    datasets += sorted(set(chosen["dataset"]) - set(datasets))
-    present = set(chosen["remedy"])
-    remedies = [name for name in REMEDIES if name in present] + sorted(present - set(REMEDIES))
+def datasets_in_order(names) -> list[str]:
+    """The distinct dataset names, Cora and CiteSeer first (the published table's order)."""
+    distinct = set(names)
+    first = [name for name in ("cora", "citeseer") if name in distinct]
+    return first + sorted(distinct - set(first))
+
+
+def comparison_table(runs: pd.DataFrame, rule: str = LITERATURE_RULE) -> pd.DataFrame:
+    """The published table's form: rows remedies (in `REMEDIES` order, then any other,
+    then SNR's published best); per dataset three columns, the published GAT result and
+    ours with GAT and with GAT-Lip, each "test accuracy ± std / depth" at the depth `rule`
+    chooses (`select_depths`). By default the literature's rule, the one the published
+    numbers used (optimistic: chosen on the test set), so the columns read straight
+    against each other."""
+    _check_rule(rule)
+    runs = _with_remedy(runs)
+    chosen = at_chosen_depths(select_depths(runs), rule)
+    datasets = datasets_in_order(chosen["dataset"])
     rows = []
-    for remedy in [*remedies, "snr"]:
+    for remedy in [*remedy_order(chosen["remedy"]), "snr"]:
         row = {"remedy": "SNR (best published)" if remedy == "snr" else remedy_label(remedy)}
         for dataset in datasets:
             row[f"{dataset}: published GAT"] = _published(PUBLISHED.get((remedy, dataset)))
@@ -186,7 +404,7 @@ def comparison_table(runs: pd.DataFrame) -> pd.DataFrame:
                 match = chosen[(chosen["dataset"] == dataset) & (chosen["remedy"] == remedy)
                                & (chosen["attention_norm"] == attention_norm)]
                 row[f"{dataset}: ours {name}"] = (
-                    "–" if match.empty else _ours(*match.iloc[0][["test_mean", "test_std", "depth"]])
+                    "–" if match.empty else accuracy_text(*match.iloc[0][["test_mean", "test_std", "depth"]])
                 )
         rows.append(row)
     return pd.DataFrame(rows)

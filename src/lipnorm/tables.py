@@ -41,7 +41,7 @@ TABLES: dict[str, list[str]] = {
     "lipschitz": [],
     "classic": ["classic_table"],
     "diagnose": ["diagnose_table"],
-    "remedies": ["remedies_table", "remedies_selection_table"],
+    "remedies": ["remedies_table", "remedies_selection_table", "remedies_paired_table"],
 }
 
 # Veličković et al. (2018), Graph Attention Networks, Table 2: mean ± std test
@@ -83,11 +83,12 @@ def render(text: pd.DataFrame, bold: np.ndarray) -> str:
 
     Index and column names are written as LaTeX already; index values are escaped,
     except the row labels of a frame whose `attrs["latex_rows"]` is true (a builder
-    whose row labels are LaTeX already, e.g. `$\\alpha$`).
+    whose row labels are LaTeX already, e.g. `$\\alpha$`) and the column labels of a
+    frame whose `attrs["latex_columns"]` is true (e.g. `latex_head`'s).
     """
     styler = text.style.apply(lambda _: np.where(bold, BOLD, ""), axis=None)
     for axis in (0, 1):
-        escape = None if axis == 0 and text.attrs.get("latex_rows") else "latex"
+        escape = None if text.attrs.get(("latex_rows", "latex_columns")[axis]) else "latex"
         styler = styler.format_index(number_text, escape=escape, axis=axis)
     return styler.to_latex(
         hrules=True,
@@ -401,22 +402,64 @@ def diagnose_table(runs: pd.DataFrame, layerstats: pd.DataFrame,
 
 # --- remedies -----------------------------------------------------------------------
 
-PUBLISHED_HEAD = "Published GAT"
-SELECTION_BY_VAL = "Depth chosen by validation"
-SELECTION_BY_TEST = "Depth chosen by test"
+# Column heads, plain text (the LaTeX tables convert them, `latex_head`).
+PUBLISHED_HEAD = "Published GAT (acc / #L)"
+OURS_HEAD = "Ours {model} (acc ± sd / #L)"
+MODEL_HEAD = "{model} (acc ± sd / #L)"
+PAIRS_HEAD = "Seeds paired"
+DIFFERENCE_HEAD = "Δ {lip} − {gat} (points) [95 % interval]"
+VERDICT_HEAD = "Verdict"
+REMEDY_HEAD = "Remedy"
+
+
+def difference_text(n: int, n_diverged: int, mean: float, lo: float, hi: float,
+                    n_unpaired: int = 0, count_pairs: bool = False) -> str:
+    """A paired difference GAT-Lip − GAT (`remedies.paired_differences`) as printed: `+2.0
+    [-0.5, +4.5]` (mean [95 % interval], points); `+2.0 (n=1)` for one pair (no
+    interval); `diverged (k/n)` when k of the n pairs hold a diverged run (no mean);
+    MARKDOWN_EMPTY without pairs. With `count_pairs`, a difference that left seeds
+    unpaired says over how many pairs it is (`(n=2)`)."""
+    if n_diverged:
+        return f"diverged ({n_diverged}/{n})"
+    if n == 0:
+        return MARKDOWN_EMPTY
+    if n == 1:
+        return f"{_signed(mean)} (n=1)"
+    count = f" (n={n})" if count_pairs and n_unpaired else ""
+    return f"{_signed(mean)} [{_signed(lo)}, {_signed(hi)}]{count}"
+
+
+def _signed(points: float) -> str:
+    """Points with their sign at one decimal; what rounds to zero is `+0.0`, not `-0.0`."""
+    return f"{round(points, 1) + 0.0:+.1f}"
+
+
+def _remedy_rows(cells: pd.DataFrame) -> list[tuple[str, str]]:
+    """(dataset, remedy) of `cells`: datasets in the registry's order, remedies in
+    `remedies.remedy_order`."""
+    return [(dataset, remedy) for dataset in ordered("dataset", cells["dataset"])
+            for remedy in remedies.remedy_order(cells.loc[cells["dataset"] == dataset, "remedy"])]
+
+
+def _remedy_index(rows: list[tuple[str, str]]) -> pd.MultiIndex:
+    return pd.MultiIndex.from_tuples([(label("dataset", d), remedies.remedy_label(r)) for d, r in rows],
+                                     names=[NAMES["dataset"], REMEDY_HEAD])
 
 
 def remedies_comparison(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """`remedies.comparison_table` as (text, bold), plain text (`±`, `–`): rows the
-    remedies (index), columns (dataset label, Published GAT | GAT | GAT-Lip). Each of ours
-    is `test accuracy ± std / depth`, the depth chosen by mean validation accuracy.
-    Bold: the best of ours per dataset (both attention norms)."""
+    """The published table's form (`remedies.comparison_table`) as (text, bold), plain
+    text (`±`, `–`): rows the remedies (index), columns (dataset label, Published GAT |
+    Ours GAT | Ours GAT-Lip). Each of ours is `test accuracy ± std / depth` at the depth
+    of the *literature's rule* (`remedies.RULES`: the best mean test accuracy, as the
+    published numbers were chosen; optimistic), so the row reads straight against the
+    paper. Bold: the best of ours per dataset (both attention norms)."""
     runs = remedies.with_remedies(runs)
-    table = remedies.comparison_table(runs).set_index("remedy")
-    chosen = remedies.select_depths(runs)
+    rule = remedies.LITERATURE_RULE
+    table = remedies.comparison_table(runs, rule).set_index("remedy")
+    chosen = remedies.at_chosen_depths(remedies.select_depths(runs), rule)
     label_of = {remedies.remedy_label(name): name for name in chosen["remedy"]}
     sources = {"published GAT": PUBLISHED_HEAD,
-               **{f"ours {name}": remedies.model_label(runs, norm) for norm, name in
+               **{f"ours {name}": OURS_HEAD.format(model=remedies.model_label(runs, norm)) for norm, name in
                   (("none", "GAT"), ("lip", "GAT-Lip"))}}
     columns, bold = [], np.zeros(table.shape, dtype=bool)
     for j, column in enumerate(table.columns):
@@ -436,54 +479,112 @@ def remedies_comparison(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset × model (GAT, GAT-Lip) × remedy (rows, labels): the depth chosen by the
-    mean validation accuracy with its validation and test accuracy (mean ± std, %), and
-    the depth that choosing by the mean test accuracy would take, its test accuracy and
-    the gain that choice claims (its optimism, points). Plain text (`±`)."""
+    """Our rule and LipschitzNorm's effect, plain text (`±`, `–`): per dataset × remedy
+    (rows, labels), GAT and GAT-Lip each at the depth of *our rule* (`remedies.RULES`:
+    the best mean validation accuracy; `test accuracy ± std / depth`), then the paired
+    difference GAT-Lip − GAT at those depths (`remedies.paired_at_chosen_depths`): the
+    seeds paired (and any left unpaired), the mean difference in points with its 95 %
+    Student-t interval (`difference_text`), and the verdict (helped: the interval lies
+    above 0; hurt: below; else no measurable effect)."""
     runs = remedies.with_remedies(runs)
-    chosen = remedies.select_depths(runs)
-    datasets = ordered("dataset", chosen["dataset"])
-    order = {name: i for i, name in enumerate(remedies.REMEDIES)}
-    chosen = chosen.assign(
-        dataset_order=chosen["dataset"].map(datasets.index),
-        norm_order=chosen["attention_norm"].map(ordered("attention_norm", chosen["attention_norm"]).index),
-        remedy_order=[order.get(name, len(order)) for name in chosen["remedy"]],
-    ).sort_values(["dataset_order", "norm_order", "remedy_order", "remedy"])
-    std = chosen["test_std"].map(lambda s: "" if np.isnan(s) else f" ± {s:.1f}")
-    text = pd.DataFrame({
-        (SELECTION_BY_VAL, "#L"): chosen["depth"].map(str),
-        (SELECTION_BY_VAL, "Val. (%)"): chosen["val_mean"].map(lambda v: f"{v:.1f}"),
-        (SELECTION_BY_VAL, "Test (%)"): chosen["test_mean"].map(lambda v: f"{v:.1f}") + std,
-        (SELECTION_BY_TEST, "#L"): chosen["test_depth"].map(str),
-        (SELECTION_BY_TEST, "Test (%)"): chosen["test_best_mean"].map(lambda v: f"{v:.1f}"),
-        (SELECTION_BY_TEST, "Gain (points)"):
-            (chosen["test_best_mean"] - chosen["test_mean"]).map(lambda v: f"{v:.1f}"),
-    })
-    text.index = pd.MultiIndex.from_arrays(
-        [[label("dataset", d) for d in chosen["dataset"]],
-         [remedies.model_label(runs, n) for n in chosen["attention_norm"]],
-         [remedies.remedy_label(r) for r in chosen["remedy"]]],
-        names=[NAMES["dataset"], NAMES["model"], "Remedy"],
-    )
+    rule = remedies.VALIDATION_RULE
+    chosen = remedies.at_chosen_depths(remedies.select_depths(runs), rule)
+    paired = remedies.paired_at_chosen_depths(runs, rule).set_index(["dataset", "remedy"])
+    names = {norm: remedies.model_label(runs, norm) for norm in ("none", "lip")}
+    rows = _remedy_rows(chosen)
+    cells = []
+    for dataset, remedy in rows:
+        row = {}
+        for norm, name in names.items():
+            match = chosen[(chosen["dataset"] == dataset) & (chosen["remedy"] == remedy)
+                           & (chosen["attention_norm"] == norm)]
+            row[MODEL_HEAD.format(model=name)] = (
+                MARKDOWN_EMPTY if match.empty
+                else remedies.accuracy_text(*match.iloc[0][["test_mean", "test_std", "depth"]]))
+        if (dataset, remedy) in paired.index:
+            pair = paired.loc[(dataset, remedy)]
+            unpaired = f" ({pair['n_unpaired']} unpaired)" if pair["n_unpaired"] else ""
+            row[PAIRS_HEAD] = f"{pair['n']}{unpaired}"
+            row[DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"])] = difference_text(
+                pair["n"], pair["n_diverged"], pair["mean"], pair["lo"], pair["hi"])
+            row[VERDICT_HEAD] = pair["verdict"]
+        else:
+            row[PAIRS_HEAD] = row[DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"])] = \
+                row[VERDICT_HEAD] = MARKDOWN_EMPTY
+        cells.append(row)
+    columns = [*(MODEL_HEAD.format(model=name) for name in names.values()), PAIRS_HEAD,
+               DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"]), VERDICT_HEAD]
+    return pd.DataFrame(cells, columns=columns, index=_remedy_index(rows))
+
+
+def remedies_paired(runs: pd.DataFrame) -> pd.DataFrame:
+    """LipschitzNorm's effect at every depth, plain text: per dataset × remedy (rows) and
+    depth (columns), the paired difference GAT-Lip − GAT of test accuracy in points with
+    its 95 % Student-t interval (`remedies.paired_differences`, `difference_text`; the
+    number of pairs where seeds were left unpaired; `diverged (k/n)` where a paired run
+    diverged; `–` where nothing pairs)."""
+    runs = remedies.with_remedies(runs)
+    differences = remedies.paired_differences(runs)
+    differences["text"] = [
+        difference_text(n, diverged, mean, lo, hi, unpaired, count_pairs=True)
+        for n, diverged, mean, lo, hi, unpaired
+        in differences[["n", "n_diverged", "mean", "lo", "hi", "n_unpaired"]].itertuples(index=False)
+    ]
+    rows = _remedy_rows(differences)
+    text = (differences.pivot(index=["dataset", "remedy"], columns="depth", values="text")
+            .reindex(index=pd.MultiIndex.from_tuples(rows), columns=sorted(differences["depth"].unique()))
+            .fillna(MARKDOWN_EMPTY))
+    text.index = _remedy_index(rows)
+    text.columns = text.columns.rename(NAMES["depth"])
+    return text
+
+
+# Plain text of the remedies' heads -> LaTeX: specials escaped first, then the symbols.
+LATEX_HEAD_SPECIALS = {"\\": "\\textbackslash{}", "#": "\\#", "%": "\\%", "&": "\\&", "_": "\\_"}
+LATEX_HEAD_SYMBOLS = {"±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$"}
+
+
+def latex_head(head: Any) -> Any:
+    """A plain-text column head as LaTeX (`#` as `\\#`, `±` as `$\\pm$`, `Δ` as
+    `$\\Delta$`, `−` as `$-$`, ...); a tuple head part by part; anything else as it is."""
+    if isinstance(head, tuple):
+        return tuple(latex_head(part) for part in head)
+    if not isinstance(head, str):
+        return head
+    text = "".join(LATEX_HEAD_SPECIALS.get(char, char) for char in head)
+    for symbol, latex in LATEX_HEAD_SYMBOLS.items():
+        text = text.replace(symbol, latex)
     return text
 
 
 def _latex_texts(text: pd.DataFrame) -> pd.DataFrame:
-    """Plain cell texts as LaTeX (`markdown_cell` the other way): `±` as `$\\pm$`,
-    MARKDOWN_EMPTY (no result) as EMPTY."""
-    return text.map(lambda cell: EMPTY if cell == MARKDOWN_EMPTY else cell.replace(" ± ", " $\\pm$ "))
+    """Plain cells and heads as LaTeX (`markdown_cell` the other way): `±` as `$\\pm$`,
+    MARKDOWN_EMPTY (no result) as EMPTY; heads through `latex_head`, which `render` then
+    leaves unescaped (`attrs["latex_columns"]`)."""
+    latex = text.map(lambda cell: EMPTY if cell == MARKDOWN_EMPTY else cell.replace(" ± ", " $\\pm$ "))
+    latex.columns = latex.columns.map(latex_head)
+    latex.attrs["latex_columns"] = True
+    return latex
 
 
 def remedies_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """The remedies beside the published GAT numbers (`remedies_comparison`), as LaTeX."""
+    """The remedies beside the published GAT numbers, literature's rule
+    (`remedies_comparison`), as LaTeX."""
     text, bold = remedies_comparison(runs)
     return _latex_texts(text), bold
 
 
 def remedies_selection_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """Choosing the depth by validation vs by test accuracy (`remedies_selection`), as
-    LaTeX; nothing bold."""
+    """Our rule (depth by validation accuracy) with the paired difference GAT-Lip − GAT
+    at the chosen depths (`remedies_selection`), as LaTeX; nothing bold."""
     text = _latex_texts(remedies_selection(runs))
+    return text, np.zeros(text.shape, dtype=bool)
+
+
+def remedies_paired_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The paired difference GAT-Lip − GAT at every depth (`remedies_paired`), as LaTeX;
+    nothing bold."""
+    text = _latex_texts(remedies_paired(runs))
     return text, np.zeros(text.shape, dtype=bool)
 
 
@@ -497,6 +598,7 @@ BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
     "diagnose_table": diagnose_table,
     "remedies_table": remedies_table,
     "remedies_selection_table": remedies_selection_table,
+    "remedies_paired_table": remedies_paired_table,
 }
 # The aggregate tables each builder takes, in order (default: the runs table alone).
 BUILDER_INPUTS: dict[str, tuple[str, ...]] = {
