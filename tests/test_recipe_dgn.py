@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import dgl
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,21 +17,7 @@ from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.recipes import dgn_skip_weight, recipe_defaults
 from lipnorm.train_config import TrainConfig
-
-NUM_NODES = 12
-IN_FEATS = 7
-NUM_CLASSES = 3
-
-
-def small_graph() -> dgl.DGLGraph:
-    generator = torch.Generator().manual_seed(0)
-    src = torch.randint(NUM_NODES, (30,), generator=generator)
-    dst = torch.randint(NUM_NODES, (30,), generator=generator)
-    return dgl.add_self_loop(dgl.remove_self_loop(dgl.graph((src, dst), num_nodes=NUM_NODES)))
-
-
-def features() -> torch.Tensor:
-    return torch.randn(NUM_NODES, IN_FEATS, generator=torch.Generator().manual_seed(1))
+from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 
 
 def dgn_config(model: str = "gat", **settings) -> ModelConfig:
