@@ -1,0 +1,333 @@
+"""S seeds of one literature GAT trained as one network (issue: grids of small runs).
+
+A grid of small runs repeats one configuration over seeds; each run of a 1 x 16 GAT on
+Cora does almost no arithmetic, and its cost is per-call overhead. `SeedBatchedGAT` holds
+the S networks (`LiteratureGAT`, the "dgn" recipe's) of S seeds side by side, so that
+each graph operation serves all of them: seed s's head h is head ``s * H + h`` of one
+attention layer (one edge softmax, one neighbour sum), its projection a slice of a
+batched matrix product, its normalisation statistics columns of one BatchNorm.
+
+Each seed keeps everything a separate run has: its parameters (slices of the batched
+ones, `seed_state_dict`), its random stream (a `torch.Generator` per seed, from which its
+dropout masks are drawn in the order and shapes a separate run draws them from torch's
+global generator, so a stream in the state a separate run's global generator has gives
+that run's masks), its BatchNorm running statistics. The per-seed loss is the separate
+run's and the seeds share no parameter, so the sum of the S losses gives each seed its
+own gradient; Adam is elementwise, so one Adam over the batched parameters takes each
+seed's steps. The numbers equal the separate runs' to float rounding (the batched
+products sum in their own order).
+
+What it does not batch (its callers run those seeds one after another): DropEdge (each
+seed's graph differs), PairNorm modes other than "PN".
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import dgl
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lipnorm.nn.gat import GATConv
+from lipnorm.nn.models import LiteratureGAT
+from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
+from lipnorm.nn.pairnorm import EPS as PAIRNORM_EPS
+from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.residual import initial_residual
+
+__all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
+
+# Where a seed's part of a batched tensor lies: `tensor[index]`.
+Index = int | slice | tuple
+
+
+def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator], dim: int) -> torch.Tensor:
+    """Dropout of `x` whose slices along `dim` (S equal parts, one per seed) each draw
+    their mask from their seed's generator, as `F.dropout` draws it from the global one:
+    a Bernoulli(1 - p) mask of the slice's shape, divided by 1 - p."""
+    if p == 0:
+        return x
+    parts = x.chunk(len(generators), dim=dim)
+    # Contiguous masks: a slice's values are drawn in its row-major order, as F.dropout
+    # draws them for a separate run's contiguous tensor (empty_like would keep a view's strides).
+    masks = [
+        torch.empty(part.shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p, generator=gen)
+        for part, gen in zip(parts, generators)
+    ]
+    return x * (torch.cat(masks, dim=dim) / (1 - p))
+
+
+class _SeedAttentionDropout(nn.Module):
+    """Attention dropout on `(E, S*H, 1)` scores: seed s's heads from its generator."""
+
+    def __init__(self, p: float, generators: list[torch.Generator]):
+        super().__init__()
+        self.p = p
+        self.generators = generators  # the network's list, filled by `set_generators`
+
+    def forward(self, attention: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return attention
+        return seed_dropout(attention, self.p, self.generators, dim=1)
+
+
+class RowPruned(NamedTuple):
+    """The seeds' inputs `(S, N, F)` given by their rows that can be non-zero: `values`
+    `(S, len(rows), F)` at node indices `rows`, zeros elsewhere (the first layer's input
+    with missing features: most rows are erased)."""
+
+    rows: torch.Tensor
+    values: torch.Tensor
+    num_nodes: int
+
+
+class _SeedGATConv(GATConv):
+    """S `GATConv`s of one shape as one: S*H heads over a per-seed projection.
+
+    `forward(graph, feat)` takes the seeds' inputs `(S, N, in)` and returns `(N, S*H, D)`;
+    everything after the projection is `GATConv`'s own, per head.
+    """
+
+    def __init__(self, layers: Sequence[GATConv], generators: list[torch.Generator]):
+        first = layers[0]
+        seeds = len(layers)
+        super().__init__(
+            first.in_feats, first.out_feats, seeds * first.num_heads, bias=False, norm=first.norm,
+            alpha=first.alpha, variant=first.variant, eps=first.eps,
+        )
+        self.seeds = seeds
+        self.heads_per_seed = first.num_heads
+        self.fc = None
+        with torch.no_grad():
+            self.weight = nn.Parameter(torch.stack([layer.fc.weight for layer in layers]).clone())
+            self.attn_l.copy_(torch.cat([layer.attn_l for layer in layers], dim=1))
+            self.attn_r.copy_(torch.cat([layer.attn_r for layer in layers], dim=1))
+        if first.res_fc is not None:
+            self.res_fc = nn.Identity()
+        self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators)
+
+    def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | RowPruned):
+        # (S, N, in) x (S, in, H*D) -> (N, S*H, D); the residual sees the input seed by seed.
+        if isinstance(feat, RowPruned):
+            # The product on the rows that can be non-zero only: a zero row projects to 0.
+            projected = torch.bmm(feat.values, self.weight.transpose(1, 2))
+            ft = projected.new_zeros(self.seeds, feat.num_nodes, projected.shape[2]).index_copy(1, feat.rows, projected)
+            if self.res_fc is not None:
+                raise ValueError("a residual layer takes its input whole, not row-pruned")
+            return None, ft.transpose(0, 1).reshape(feat.num_nodes, self.num_heads, self.out_feats)
+        ft = torch.bmm(feat, self.weight.transpose(1, 2)).transpose(0, 1)
+        h_dst = feat.transpose(0, 1).reshape(feat.shape[1], -1)
+        return h_dst, ft.reshape(feat.shape[1], self.num_heads, self.out_feats)
+
+    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        """Where seed `seed`'s `GATConv` parameters (`fc.weight`, `attn_l`, `attn_r`) lie."""
+        heads = (slice(None), slice(seed * self.heads_per_seed, (seed + 1) * self.heads_per_seed))
+        return {"fc.weight": (self.weight, seed), "attn_l": (self.attn_l, heads), "attn_r": (self.attn_r, heads)}
+
+
+def _concatenated_batchnorm(norms: Sequence[nn.BatchNorm1d]) -> nn.BatchNorm1d:
+    """One BatchNorm1d whose columns are the S given ones' side by side (BatchNorm is
+    column by column, so it normalises each seed's columns with that seed's statistics)."""
+    first = norms[0]
+    batched = nn.BatchNorm1d(sum(norm.num_features for norm in norms), eps=first.eps, momentum=first.momentum)
+    with torch.no_grad():
+        for name in ("weight", "bias", "running_mean", "running_var"):
+            getattr(batched, name).copy_(torch.cat([getattr(norm, name) for norm in norms]))
+        batched.num_batches_tracked.copy_(first.num_batches_tracked)
+    return batched
+
+
+def _batchnorm_views(batched: nn.BatchNorm1d, columns: slice, prefix: str) -> dict[str, tuple[torch.Tensor, Index]]:
+    views = {f"{prefix}{name}": (getattr(batched, name), columns) for name in ("weight", "bias", "running_mean", "running_var")}
+    views[f"{prefix}num_batches_tracked"] = (batched.num_batches_tracked, ())
+    return views
+
+
+class _SeedBatchNorm(nn.Module):
+    """S `BatchNorm`s of width W on `(N, S, W)`."""
+
+    def __init__(self, norms: Sequence[BatchNorm]):
+        super().__init__()
+        self.width = norms[0].width
+        self.bn = _concatenated_batchnorm([norm.bn for norm in norms])
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.bn(h.reshape(h.shape[0], -1)).view(h.shape)
+
+    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        return _batchnorm_views(self.bn, slice(seed * self.width, (seed + 1) * self.width), "bn.")
+
+
+class _SeedPairNorm(nn.Module):
+    """S `PairNorm`s ("PN") on `(N, S, W)`: each seed centred and scaled by its own rows."""
+
+    def __init__(self, norms: Sequence[PairNorm]):
+        super().__init__()
+        self.scale = norms[0].scale
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        centred = h - h.mean(dim=0, keepdim=True)
+        squared_norms = centred.pow(2).sum(dim=2, keepdim=True)  # (N, S, 1)
+        return self.scale * centred / (PAIRNORM_EPS + squared_norms.mean(dim=0, keepdim=True)).sqrt()
+
+    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        return {}
+
+
+class _SeedDiffGroupNorm(nn.Module):
+    """S `DiffGroupNorm`s on `(N, S, W)`: per-seed group assignment, BatchNorm columns."""
+
+    def __init__(self, norms: Sequence[DiffGroupNorm]):
+        super().__init__()
+        first = norms[0]
+        self.width, self.num_groups, self.skip_weight = first.width, first.num_groups, first.skip_weight
+        with torch.no_grad():
+            self.cluster_weight = nn.Parameter(torch.stack([norm.cluster.weight for norm in norms]).clone())
+            self.cluster_bias = nn.Parameter(torch.stack([norm.cluster.bias for norm in norms]).clone())
+        self.bn = _concatenated_batchnorm([norm.bn for norm in norms])
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        nodes, seeds, _ = h.shape
+        scores = torch.baddbmm(self.cluster_bias.unsqueeze(1), h.transpose(0, 1), self.cluster_weight.transpose(1, 2))
+        assignment = F.softmax(scores, dim=2).transpose(0, 1)  # (N, S, G)
+        grouped = (assignment.unsqueeze(3) * h.unsqueeze(2)).reshape(nodes, -1)  # (N, S*G*W)
+        normalised = self.bn(grouped).view(nodes, seeds, self.num_groups, self.width).sum(dim=2)
+        return h + self.skip_weight * normalised
+
+    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        columns = self.num_groups * self.width
+        views = {"cluster.weight": (self.cluster_weight, seed), "cluster.bias": (self.cluster_bias, seed)}
+        return {**views, **_batchnorm_views(self.bn, slice(seed * columns, (seed + 1) * columns), "bn.")}
+
+
+_BATCHED_NORMS = {BatchNorm: _SeedBatchNorm, PairNorm: _SeedPairNorm, DiffGroupNorm: _SeedDiffGroupNorm}
+
+
+def batchable(model: nn.Module) -> str | None:
+    """None if `SeedBatchedGAT` can hold seeds of `model`; else why not (a sentence)."""
+    if not isinstance(model, LiteratureGAT):
+        return f"{type(model).__name__} is not the literature GAT (recipe dgn), the one network batched over seeds"
+    norms = model._norms()
+    for norm in norms or ():
+        if type(norm) not in _BATCHED_NORMS:
+            return f"its normalisation {type(norm).__name__} has no seed-batched form"
+        if isinstance(norm, PairNorm) and (norm.mode != "PN" or norm.per_graph):
+            return f"PairNorm mode {norm.mode!r} (per_graph={norm.per_graph}) has no seed-batched form; PN has"
+    return None
+
+
+class SeedBatchedGAT(nn.Module):
+    """S `LiteratureGAT`s of one configuration (different seeds) as one network.
+
+    `forward(graph, feat)` takes the features `(N, F)` shared by the seeds, or `(S, N, F)`,
+    and returns the logits `(S, N, C)`, seed s's equal to `models[s](graph, feat)` to float
+    rounding, in training mode too when seed s's generator (`set_generators`) is in the
+    state torch's global generator has before that forward.
+    """
+
+    def __init__(self, models: Sequence[LiteratureGAT]):
+        super().__init__()
+        if not models:
+            raise ValueError("SeedBatchedGAT needs at least one model, got none")
+        for model in models:
+            reason = batchable(model)
+            if reason is not None:
+                raise ValueError(f"cannot batch these seeds: {reason}")
+        shapes = {tuple((name, tuple(p.shape)) for name, p in model.state_dict().items()) for model in models}
+        if len(shapes) != 1:
+            raise ValueError("cannot batch these seeds: their networks differ in shape (one configuration only)")
+        first = models[0]
+        self.seeds = len(models)
+        self.feat_drop = first.feat_drop
+        self.initial_residual = first.initial_residual
+        self.norm_attribute = first.norm_attribute
+        self.generators: list[torch.Generator] = [torch.Generator() for _ in models]
+        # GATConv's constructor draws initial weights that are then replaced: not from
+        # the global stream, which the caller's runs go on drawing from.
+        with torch.random.fork_rng(devices=[]):
+            self.layers = nn.ModuleList(
+                _SeedGATConv([model.layers[i] for model in models], self.generators) for i in range(len(first.layers))
+            )
+        self.norms = None
+        if first._norms() is not None:
+            self.norms = nn.ModuleList(
+                _BATCHED_NORMS[type(norm)]([model._norms()[i] for model in models])
+                for i, norm in enumerate(first._norms())
+            )
+
+    def set_generators(self, states: Sequence[torch.Tensor]) -> None:
+        """Put seed s's random stream in `states[s]` (a `torch.Generator.get_state()`)."""
+        if len(states) != self.seeds:
+            raise ValueError(f"got {len(states)} generator states for {self.seeds} seeds")
+        for generator, state in zip(self.generators, states):
+            generator.set_state(state)
+
+    def _first_input(self, feat: torch.Tensor) -> RowPruned:
+        """The first layer's input, dropped out in training, as its rows that can be
+        non-zero (`RowPruned`). Each seed's mask is drawn whole, `(N, F)`, as a separate
+        run's `F.dropout` draws it (so that its stream advances alike); only its rows
+        at the non-zero rows are used, with `F.dropout`'s arithmetic."""
+        if feat.dim() == 3:
+            rows = torch.nonzero((feat != 0).any(dim=2).any(dim=0)).squeeze(1)
+            values = feat.index_select(1, rows)
+        else:
+            rows = torch.nonzero((feat != 0).any(dim=1)).squeeze(1)
+            values = feat.index_select(0, rows).expand(self.seeds, -1, -1)
+        if self.training and self.feat_drop > 0:
+            keep = 1 - self.feat_drop
+            noise = torch.stack([
+                torch.empty(feat.shape[-2:], dtype=feat.dtype, device=feat.device)
+                .bernoulli_(keep, generator=generator).index_select(0, rows)
+                for generator in self.generators
+            ])
+            values = values * noise.div_(keep)
+        return RowPruned(rows, values, feat.shape[-2])
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+        if feat.dim() == 3 and feat.shape[0] != self.seeds:
+            raise ValueError(f"feat has shape {tuple(feat.shape)}; expected (N, F) or (S, N, F) with S = {self.seeds}")
+        last = len(self.layers) - 1
+        h = h0 = None
+        for i, layer in enumerate(self.layers):
+            if i == 0:  # dropped out once, also where it is the last (depth 1)
+                h = self._first_input(feat)
+            elif self.training and i == last:
+                h = seed_dropout(h, self.feat_drop, self.generators, dim=0)
+            rst = layer(graph, h)  # (N, S*H, D)
+            rst = rst.reshape(rst.shape[0], self.seeds, -1)  # (N, S, H*D)
+            if h0 is not None and self.initial_residual and i < last:
+                rst = initial_residual(rst, h0, self.initial_residual)
+            if self.norms is not None:
+                rst = self.norms[i](rst)
+            rst = F.relu(rst)
+            if i == 0:
+                h0 = rst
+            h = rst.transpose(0, 1)  # (S, N, W)
+        return h
+
+    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        """Seed `seed`'s `LiteratureGAT` state-dict names -> (batched tensor, index of the
+        seed's part in it): `tensor[index]` is its value, `tensor.grad[index]` its gradient."""
+        if not 0 <= seed < self.seeds:
+            raise ValueError(f"seed index must be in [0, {self.seeds}), got {seed}")
+        views = {}
+        for i, layer in enumerate(self.layers):
+            views.update({f"layers.{i}.{name}": view for name, view in layer.seed_views(seed).items()})
+        for i, norm in enumerate(self.norms or ()):
+            views.update({f"{self.norm_attribute}.{i}.{name}": view for name, view in norm.seed_views(seed).items()})
+        return views
+
+    def seed_state_dict(self, seed: int) -> dict[str, torch.Tensor]:
+        """Seed `seed`'s network as a `LiteratureGAT` state dict (copies)."""
+        return {name: tensor[index].detach().clone() for name, (tensor, index) in self.seed_views(seed).items()}
+
+    def seed_gradients(self, seed: int) -> dict[str, torch.Tensor]:
+        """Seed `seed`'s parameter gradients by `LiteratureGAT` parameter name (copies;
+        parameters without a gradient are left out)."""
+        return {
+            name: tensor.grad[index].clone()
+            for name, (tensor, index) in self.seed_views(seed).items()
+            if isinstance(tensor, nn.Parameter) and tensor.grad is not None
+        }

@@ -1,0 +1,194 @@
+"""Seeds trained together (`lipnorm.nn.seeds.SeedBatchedGAT`): S literature GATs of one
+configuration as one network give each seed's separate forward, loss gradient and Adam
+step, with each seed's dropout drawn from its own stream as a separate run draws it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lipnorm.nn.models import ModelConfig, build_model
+from lipnorm.nn.seeds import SeedBatchedGAT, batchable, seed_dropout
+from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
+
+SEEDS = (0, 1, 2)
+LABELS = torch.arange(NUM_NODES) % NUM_CLASSES
+TRAIN_ROWS = torch.arange(0, NUM_NODES, 2)
+
+
+def dgn_config(**settings) -> ModelConfig:
+    settings = {
+        "model": "gat", "depth": 4, "heads": 1, "hidden": 16, "feat_drop": 0.6, "attn_drop": 0.6,
+        "batchnorm_momentum": 0.3, "recipe": "dgn", **settings,
+    }
+    return ModelConfig(in_feats=IN_FEATS, num_classes=NUM_CLASSES, **settings)
+
+
+def separate_models(cfg: ModelConfig) -> list[torch.nn.Module]:
+    models = []
+    for seed in SEEDS:
+        torch.manual_seed(seed)
+        models.append(build_model(cfg))
+    return models
+
+
+def stream(seed: int) -> torch.Tensor:
+    """The state of torch's global generator a separate run of `seed` trains from (here:
+    seeded anew, as a test's stand-in for the state after its model was built)."""
+    return torch.Generator().manual_seed(100 + seed).get_state()
+
+
+CASES = {
+    "plain": {},
+    "lip": {"attention_norm": "lip"},
+    "batchnorm": {"norm": "batchnorm"},
+    "lip-pairnorm": {"attention_norm": "lip", "norm": "pairnorm"},
+    "dgn": {"norm": "dgn", "dgn_skip_weight": 0.5},
+    "residual": {"residual": True, "norm": "batchnorm"},
+    "initial-residual": {"initial_residual": 0.2, "attention_norm": "lip"},
+    "two-heads": {"heads": 2, "hidden": 3, "norm": "pairnorm"},
+    "depth-1": {"depth": 1},
+}
+# The first layer's input: dense, with most rows erased (missing features), or all zero.
+INPUTS = {"dense": lambda: features(), "erased-rows": lambda: features() * (torch.arange(NUM_NODES) % 4 == 0).unsqueeze(1),
+          "all-zero": lambda: torch.zeros(NUM_NODES, IN_FEATS)}
+
+
+@pytest.mark.parametrize(
+    "case, inputs", [(case, "dense") for case in CASES] + [("lip-pairnorm", "erased-rows"), ("dgn", "all-zero")]
+)
+def test_seeds_together_give_each_separate_forward_gradient_and_adam_step(case, inputs):
+    cfg = dgn_config(**CASES[case])
+    models = separate_models(cfg)
+    batched = SeedBatchedGAT(models)
+    graph, x = small_graph(), INPUTS[inputs]()
+    for seed_index, model in enumerate(models):
+        assert batched.seed_state_dict(seed_index).keys() == model.state_dict().keys()
+        for name, value in model.state_dict().items():
+            assert torch.equal(batched.seed_state_dict(seed_index)[name], value), name
+    optimisers = [torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4) for model in models]
+    batched_optimiser = torch.optim.Adam(batched.parameters(), lr=0.01, weight_decay=5e-4)
+    for step in range(3):
+        # Separate runs: each from its stream, as torch's global generator.
+        outputs, gradients = [], []
+        for seed_index, model in enumerate(models):
+            model.train()
+            torch.set_rng_state(stream(seed_index + 10 * step))
+            logits = model(graph, x)
+            model.zero_grad()
+            F.cross_entropy(logits[TRAIN_ROWS], LABELS[TRAIN_ROWS]).backward()
+            outputs.append(logits.detach())
+            gradients.append({name: p.grad.clone() for name, p in model.named_parameters()})
+        batched.train()
+        batched.set_generators([stream(seed_index + 10 * step) for seed_index in range(len(SEEDS))])
+        logits = batched(graph, x)
+        assert logits.shape == (len(SEEDS), NUM_NODES, NUM_CLASSES)
+        batched.zero_grad()
+        sum(F.cross_entropy(seed_logits[TRAIN_ROWS], LABELS[TRAIN_ROWS]) for seed_logits in logits).backward()
+        for seed_index in range(len(SEEDS)):
+            torch.testing.assert_close(logits[seed_index].detach(), outputs[seed_index], rtol=1e-5, atol=1e-6)
+            batched_gradients = batched.seed_gradients(seed_index)
+            assert batched_gradients.keys() == gradients[seed_index].keys()
+            # Float rounding apart, measured against the seed's largest gradient: attn_r's
+            # gradients are zero but for rounding (~1e-9: its term is shared by a node's
+            # in-edges, which the softmax cancels where the LeakyReLU is linear).
+            scale = max(grad.abs().max().item() for grad in gradients[seed_index].values())
+            for name, expected in gradients[seed_index].items():
+                torch.testing.assert_close(batched_gradients[name], expected, rtol=1e-4, atol=1e-6 * scale,
+                                           msg=lambda m, name=name: f"{case} step {step} {name}: {m}")
+        # One Adam over the batched parameters takes each seed's step: given each seed's
+        # own gradients (the separate runs'), the parameters agree to the last bit.
+        for seed_index in range(len(SEEDS)):
+            for name, (tensor, index) in batched.seed_views(seed_index).items():
+                if name in gradients[seed_index]:
+                    tensor.grad[index] = gradients[seed_index][name]
+        for optimiser in (*optimisers, batched_optimiser):
+            optimiser.step()
+        for seed_index, model in enumerate(models):
+            state = batched.seed_state_dict(seed_index)
+            parameters = dict(model.named_parameters())
+            for name, value in model.state_dict().items():
+                # BatchNorm's running statistics come from the forwards: rounding apart.
+                tolerance = {"rtol": 1e-6, "atol": 1e-7} if name in parameters else {"rtol": 1e-5, "atol": 1e-6}
+                torch.testing.assert_close(state[name], value, **tolerance)
+    batched.eval()
+    evaluated = batched(graph, x)
+    for seed_index, model in enumerate(models):
+        torch.testing.assert_close(evaluated[seed_index], model.eval()(graph, x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_seed_with_another_stream_gets_other_masks():
+    """The equality above needs each seed's own stream: a shared one gives other numbers."""
+    models = separate_models(dgn_config())
+    batched = SeedBatchedGAT(models).train()
+    graph, x = small_graph(), features()
+    batched.set_generators([stream(0)] * len(SEEDS))
+    shared = batched(graph, x)
+    torch.set_rng_state(stream(1))
+    assert not torch.allclose(shared[1], models[1].train()(graph, x))
+
+
+def test_seed_dropout_draws_each_slice_as_f_dropout_draws_a_whole_tensor():
+    x = torch.randn(3, 5, 4)
+    generators = [torch.Generator().manual_seed(seed) for seed in (7, 8, 9)]
+    out = seed_dropout(x.transpose(0, 1), 0.4, generators, dim=1)  # a non-contiguous view
+    for index, seed in enumerate((7, 8, 9)):
+        torch.manual_seed(seed)
+        torch.testing.assert_close(out[:, index], F.dropout(x[index].contiguous(), 0.4), rtol=0, atol=0)
+    assert seed_dropout(x, 0.0, generators, dim=0) is x
+
+
+def test_building_the_batched_network_leaves_the_global_stream_alone():
+    models = separate_models(dgn_config(norm="dgn"))
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    SeedBatchedGAT(models)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        (dgn_config(recipe="lipnorm", heads=2, hidden=3), "DeepGAT is not the literature GAT \\(recipe dgn\\)"),
+        (dgn_config(norm="pairnorm", model="gat"), None),
+    ],
+)
+def test_batchable_says_why_not(cfg, message):
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    if message is None:
+        assert batchable(model) is None
+        model.pairnorms[0].mode = "PN-SI"
+        message = "PairNorm mode 'PN-SI' \\(per_graph=False\\) has no seed-batched form; PN has"
+    assert batchable(model) is not None
+    with pytest.raises(ValueError, match=f"cannot batch these seeds: {message}"):
+        SeedBatchedGAT([model])
+
+
+def test_seeds_of_two_configurations_are_refused():
+    torch.manual_seed(0)
+    models = [build_model(dgn_config(depth=3)), build_model(dataclasses.replace(dgn_config(depth=3), hidden=8))]
+    with pytest.raises(ValueError, match="their networks differ in shape"):
+        SeedBatchedGAT(models)
+    with pytest.raises(ValueError, match="got 2 generator states for 1 seeds"):
+        SeedBatchedGAT(models[:1]).set_generators([stream(0), stream(1)])
+    with pytest.raises(ValueError, match="needs at least one model"):
+        SeedBatchedGAT([])
+
+
+def test_per_seed_features_are_taken_as_the_shared_ones():
+    """`(S, N, F)`: each seed its own features (a seeded missing-features mask); the same
+    features given per seed give the shared result; a wrong S is refused."""
+    models = separate_models(dgn_config(norm="batchnorm"))
+    batched = SeedBatchedGAT(models).eval()
+    graph, x = small_graph(), INPUTS["erased-rows"]()
+    per_seed = torch.stack([x, features(), torch.zeros_like(x)])
+    out = batched(graph, per_seed)
+    for index, seed_features in enumerate(per_seed):
+        torch.testing.assert_close(out[index], models[index].eval()(graph, seed_features), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(batched(graph, x.expand(3, -1, -1)), batched(graph, x))
+    with pytest.raises(ValueError, match=r"feat has shape \(2, 12, 7\); expected \(N, F\) or \(S, N, F\) with S = 3"):
+        batched(graph, per_seed[:2])
