@@ -603,13 +603,10 @@ PUBLISHED_MARKER = "*"
 PUBLISHED_COLOUR = "#000000"
 
 
-remedy_order = remedies.remedy_order  # `remedies.REMEDIES` order, then the others sorted
-
-
 def remedy_colours(names) -> dict[str, str]:
-    """One colour per remedy (`remedy_order`): registry.SPARE_COLOURS in the order of
+    """One colour per remedy (`remedies.remedy_order`): registry.SPARE_COLOURS in the order of
     `remedies.REMEDIES`, so a remedy keeps its colour in every figure; others after."""
-    names = remedy_order(names)
+    names = remedies.remedy_order(names)
     others = [n for n in names if n not in remedies.REMEDIES]
     slots = {n: i for i, n in enumerate([*remedies.REMEDIES, *others])}
     spare = registry.SPARE_COLOURS
@@ -639,7 +636,7 @@ def facet_grid(count: int, columns: int = FACET_COLUMNS) -> tuple[int, int]:
 def remedies_accuracy(runs: pd.DataFrame) -> Figure:
     """Test accuracy at the best-validation epoch (`best_val_test`, %) against depth: one
     block of facets per dataset (titled with it), one facet per remedy
-    (`remedies.remedy_label`, `remedy_order`) in a grid of up to FACET_COLUMNS columns,
+    (`remedies.remedy_label`, `remedies.remedy_order`) in a grid of up to FACET_COLUMNS columns,
     wrapping. In each, GAT and GAT-Lip as two lines (colour `registry.AXIS_COLOURS`, line
     style ATTENTION_NORM_DASHES), mean over seeds with a band of ± one std; a setting
     with a diverged seed is a × on the lower edge. The
@@ -651,7 +648,7 @@ def remedies_accuracy(runs: pd.DataFrame) -> Figure:
     by = ["dataset", "remedy", "attention_norm", "depth"]
     kept, diverged = runs_of_valid_cells(runs, by)
     kept = kept.assign(accuracy=kept["best_val_test"] * 100.0)
-    names = remedy_order(runs["remedy"])
+    names = remedies.remedy_order(runs["remedy"])
     datasets = ordered("dataset", runs["dataset"])
     colours = {n: registry.AXIS_COLOURS[n] for n in registry.ATTENTION_NORMS
                if n in set(runs["attention_norm"])}
@@ -716,7 +713,7 @@ def remedies_mad(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
     kept, diverged = runs_of_valid_cells(deep, by)
     stats = _stats_of(kept, layerstats.loc[layerstats["metric"] == "mean_average_distance"], by)
     stats = _floored(last_epoch_stats(stats))
-    names = remedy_order(runs["remedy"])
+    names = remedies.remedy_order(runs["remedy"])
     colours = remedy_colours(names)
     norms = [n for n in registry.ATTENTION_NORMS if n in set(runs["attention_norm"])]
     fig, axes = _figure(1, len(datasets), sharey=True)

@@ -491,6 +491,7 @@ def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
     chosen = remedies.at_chosen_depths(remedies.select_depths(runs), rule)
     paired = remedies.paired_at_chosen_depths(runs, rule).set_index(["dataset", "remedy"])
     names = {norm: remedies.model_label(runs, norm) for norm in ("none", "lip")}
+    difference_head = DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"])
     rows = _remedy_rows(chosen)
     cells = []
     for dataset, remedy in rows:
@@ -505,15 +506,14 @@ def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
             pair = paired.loc[(dataset, remedy)]
             unpaired = f" ({pair['n_unpaired']} unpaired)" if pair["n_unpaired"] else ""
             row[PAIRS_HEAD] = f"{pair['n']}{unpaired}"
-            row[DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"])] = difference_text(
+            row[difference_head] = difference_text(
                 pair["n"], pair["n_diverged"], pair["mean"], pair["lo"], pair["hi"])
             row[VERDICT_HEAD] = pair["verdict"]
         else:
-            row[PAIRS_HEAD] = row[DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"])] = \
-                row[VERDICT_HEAD] = MARKDOWN_EMPTY
+            row[PAIRS_HEAD] = row[difference_head] = row[VERDICT_HEAD] = MARKDOWN_EMPTY
         cells.append(row)
-    columns = [*(MODEL_HEAD.format(model=name) for name in names.values()), PAIRS_HEAD,
-               DIFFERENCE_HEAD.format(lip=names["lip"], gat=names["none"]), VERDICT_HEAD]
+    columns = [*(MODEL_HEAD.format(model=name) for name in names.values()), PAIRS_HEAD, difference_head,
+               VERDICT_HEAD]
     return pd.DataFrame(cells, columns=columns, index=_remedy_index(rows))
 
 

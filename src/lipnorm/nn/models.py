@@ -274,6 +274,25 @@ _NO_GT_RESIDUAL = (
 )
 
 
+def _add_norms(model: nn.Module, config: ModelConfig, widths: list[int]) -> None:
+    """Give `model` the representation normalisation `config.norm` after each of its
+    layers, one module per width of `widths` (the registered factory's, as the attribute
+    the registry names, `model.norm_attribute`); `norm_attribute` None without one.
+    `pairnorms` is None unless the model has PairNorm (the attribute its modules always had)."""
+    model.pairnorms = None
+    model.norm_attribute = None
+    entry = registry.norm(config.norm)
+    if entry is not None:
+        factory = registry.resolve(entry.factory)
+        model.norm_attribute = entry.attribute
+        setattr(model, entry.attribute, nn.ModuleList(factory(width, config) for width in widths))
+
+
+def _representation_norms(model: nn.Module) -> nn.ModuleList | None:
+    """The per-layer normalisations `_add_norms` gave `model` (None without any)."""
+    return None if model.norm_attribute is None else getattr(model, model.norm_attribute)
+
+
 class NumberedLayer(NamedTuple):
     """One layer of a model as gradient logging sees it."""
 
@@ -355,22 +374,15 @@ class _DeepAttentionNet(nn.Module):
             )
             for i in range(depth)
         )
-        # None unless the model has PairNorm (the attribute its modules always had).
-        self.pairnorms = None
-        self.norm_attribute = None
-        norm_entry = registry.norm(representation_norm)
-        if norm_entry is not None:
-            config = ModelConfig(
-                model=model_name, in_feats=in_feats, num_classes=num_classes, depth=depth,
-                heads=heads, hidden=hidden, alpha=alpha, variant=variant, residual=residual,
-                feat_drop=self.feat_drop, attn_drop=attn_drop, pairnorm_mode=pairnorm_mode,
-                pairnorm_scale=pairnorm_scale, architecture=self.architecture,
-                attention_norm=attention_norm, norm=representation_norm,
-                batchnorm_momentum=batchnorm_momentum, dgn_skip_weight=dgn_skip_weight,
-            )
-            factory = registry.resolve(norm_entry.factory)
-            self.norm_attribute = norm_entry.attribute
-            setattr(self, norm_entry.attribute, nn.ModuleList(factory(width, config) for _ in range(depth)))
+        config = ModelConfig(
+            model=model_name, in_feats=in_feats, num_classes=num_classes, depth=depth,
+            heads=heads, hidden=hidden, alpha=alpha, variant=variant, residual=residual,
+            feat_drop=self.feat_drop, attn_drop=attn_drop, pairnorm_mode=pairnorm_mode,
+            pairnorm_scale=pairnorm_scale, architecture=self.architecture,
+            attention_norm=attention_norm, norm=representation_norm,
+            batchnorm_momentum=batchnorm_momentum, dgn_skip_weight=dgn_skip_weight,
+        )
+        _add_norms(self, config, [width] * depth)
         self.output_fc = nn.Linear(width, num_classes)
 
     @classmethod
@@ -402,8 +414,7 @@ class _DeepAttentionNet(nn.Module):
     ) -> nn.Module:
         raise NotImplementedError
 
-    def _norms(self) -> nn.ModuleList | None:
-        return None if self.norm_attribute is None else getattr(self, self.norm_attribute)
+    _norms = _representation_norms
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         h = h0 = self.input_fc(feat)
@@ -618,13 +629,10 @@ class LiteratureGAT(nn.Module):
     layers ("attention"), L-1 the output attention layer ("output").
     """
 
-    def __init__(
-        self,
-        in_feats: int,
-        num_classes: int,
-        config: ModelConfig,
-    ):
+    def __init__(self, config: ModelConfig):
+        """The network of a resolved `config` (recipe "dgn")."""
         super().__init__()
+        in_feats, num_classes = config.in_feats, config.num_classes
         depth, width = config.depth, config.heads * config.hidden
         self.feat_drop = config.feat_drop
         self.initial_residual = float(config.initial_residual)
@@ -646,22 +654,14 @@ class LiteratureGAT(nn.Module):
             pyg_glorot_(layer.fc.weight)
             pyg13_attention_glorot_(layer.attn_l)
             pyg13_attention_glorot_(layer.attn_r)
-        self.norm_attribute = None
-        self.pairnorms = None
-        norm_entry = registry.norm(config.norm)
-        if norm_entry is not None:
-            factory = registry.resolve(norm_entry.factory)
-            self.norm_attribute = norm_entry.attribute
-            widths = [num_classes if i == depth - 1 else width for i in range(depth)]
-            setattr(self, norm_entry.attribute, nn.ModuleList(factory(w, config) for w in widths))
+        _add_norms(self, config, [width] * (depth - 1) + [num_classes])
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LiteratureGAT:
         """The network of a resolved `cfg` (recipe "dgn")."""
-        return cls(cfg.in_feats, cfg.num_classes, cfg)
+        return cls(cfg)
 
-    def _norms(self) -> nn.ModuleList | None:
-        return None if self.norm_attribute is None else getattr(self, self.norm_attribute)
+    _norms = _representation_norms
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         norms = self._norms()
