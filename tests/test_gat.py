@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lipnorm.nn.gat import VARIANTS, GATConv
+from lipnorm.nn.row_pruned import RowPruned, nonzero_rows, row_pruned
 
 NUM_NODES = 10
 NUM_ISOLATED = 2  # the last nodes of `random_graph` have no edge at all
@@ -371,3 +372,82 @@ def test_bad_arguments_raise_value_error_naming_the_value(kwargs, message):
     arguments = {"in_feats": 4, "out_feats": 2, "num_heads": 2, "norm": "lip"} | kwargs
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         GATConv(**arguments)
+
+
+# --- a row-pruned input (lipnorm.nn.row_pruned) -----------------------------------------
+
+
+@pytest.mark.parametrize("rows", ["some", "all", "none"])
+@pytest.mark.parametrize("norm, variant", NORM_SETTINGS)
+@pytest.mark.parametrize("num_heads, out_feats", [(1, 1), (2, 3), (4, 2)])
+@pytest.mark.parametrize("graph_name", GRAPHS)
+def test_row_pruned_input_equals_the_dense_input(graph_name, num_heads, out_feats, norm, variant, rows):
+    """The layer on a `RowPruned` input (its product on the non-zero rows only) gives
+    the dense input's output and gradients, with some, all or no rows non-zero; in
+    training mode its feature dropout draws a mask over those rows only."""
+    graph = make_graph(graph_name, self_loops=True)
+    torch.manual_seed(0)
+    layer = GATConv(5, out_feats, num_heads, norm=norm, variant=variant)
+    randomise(layer)
+    x = torch.randn(NUM_NODES, 5)
+    nonzero = {"some": [1, 4, 5, 8], "all": list(range(NUM_NODES)), "none": []}[rows]
+    x[[row for row in range(NUM_NODES) if row not in nonzero]] = 0
+    pruned = row_pruned(x)
+    assert pruned.rows.tolist() == nonzero and pruned.num_nodes == NUM_NODES
+    torch.testing.assert_close(pruned.dense(), x, rtol=0, atol=0)
+    dense_in = x.clone().requires_grad_()
+    pruned_values = pruned.values.clone().requires_grad_()
+    out = layer(graph, pruned._replace(values=pruned_values))
+    expected = layer(graph, dense_in)
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    weights = torch.randn_like(out)
+    grads = torch.autograd.grad((out * weights).sum(), [pruned_values, *layer.parameters()])
+    expected_grads = torch.autograd.grad((expected * weights).sum(), [dense_in, *layer.parameters()])
+    torch.testing.assert_close(grads[0], expected_grads[0][nonzero], rtol=1e-5, atol=1e-6)
+    for grad, expected_grad in zip(grads[1:], expected_grads[1:]):
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_row_pruned_input_drops_out_its_rows_only():
+    """In training, `feat_drop` on a row-pruned input draws an (R, F) mask: the dense
+    input dropped out with that mask set into its rows gives the same output."""
+    graph = make_graph("random", self_loops=True)
+    torch.manual_seed(0)
+    layer = GATConv(5, 3, 2, feat_drop=0.5).train()
+    x = torch.randn(NUM_NODES, 5)
+    x[[0, 2, 3, 6, 7, 9]] = 0
+    pruned = row_pruned(x)
+    torch.manual_seed(1)
+    out = layer(graph, pruned)
+    torch.manual_seed(1)
+    mask = torch.zeros_like(x)
+    mask[pruned.rows] = torch.nn.functional.dropout(torch.ones_like(pruned.values), p=0.5)
+    plain = GATConv(5, 3, 2)
+    plain.load_state_dict(layer.state_dict())
+    plain.attn_drop = layer.attn_drop  # the same attention-dropout draw follows
+    torch.testing.assert_close(out, plain.train()(graph, x * mask), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["residual", "block", "pair-projections", "seed-values"])
+def test_row_pruned_input_is_refused_where_it_cannot_be_projected(case):
+    graph = make_graph("random", self_loops=True)
+    layer = GATConv((5, 5) if case == "pair-projections" else 5, 3, 2, residual=case == "residual")
+    pruned = row_pruned(torch.randn(NUM_NODES, 5))
+    if case == "block":
+        graph = dgl.to_block(graph)
+    if case == "seed-values":
+        pruned = RowPruned(pruned.rows, pruned.values.expand(2, -1, -1), NUM_NODES)
+    with pytest.raises(ValueError, match=r"a row-pruned input needs one projection fc, a whole graph, no residual"):
+        layer(graph, pruned)
+
+
+def test_nonzero_rows_are_found_again_after_an_in_place_change():
+    """`nonzero_rows` remembers the last tensor's rows, but not past an in-place change."""
+    x = torch.zeros(6, 3)
+    x[[1, 4]] = 1.0
+    assert nonzero_rows(x).tolist() == [1, 4]
+    x[2, 0] = 5.0
+    assert nonzero_rows(x).tolist() == [1, 2, 4]
+    assert nonzero_rows(torch.stack([x, torch.eye(6, 3)])).tolist() == [0, 1, 2, 4]
+    with pytest.raises(ValueError, match=r"features must be \(N, F\) or \(S, N, F\); got shape \(6,\)"):
+        row_pruned(torch.zeros(6))

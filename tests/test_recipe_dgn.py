@@ -68,12 +68,19 @@ def test_literature_gat_is_attention_layers_only(depth, norm, attention_norm):
 
 def reference_forward(net: LiteratureGAT, graph, x, *, training: bool) -> torch.Tensor:
     """DGN's `GAT.forward`, written out: dropout before the first and the last layer only,
-    then conv -> normalisation -> ReLU for every layer, the last included."""
+    then conv -> normalisation -> ReLU for every layer, the last included; dense
+    throughout. The first mask is drawn over the rows of `x` with a non-zero entry (what
+    a zero row gets is irrelevant: it drops out to zero), set into a dense `(N, F)` one."""
     norms = net._norms()
     last = len(net.layers) - 1
     h = x
     for i, layer in enumerate(net.layers):
-        if i in (0, last):
+        if i == 0:
+            rows = [row for row in range(x.shape[0]) if x[row].abs().sum() > 0]
+            mask = torch.zeros_like(x)
+            mask[rows] = F.dropout(torch.ones(len(rows), x.shape[1]), p=0.6, training=training)
+            h = x * mask
+        elif i == last:
             h = F.dropout(h, p=0.6, training=training)
         h = layer(graph, h).flatten(1)
         if norms is not None:
@@ -82,16 +89,30 @@ def reference_forward(net: LiteratureGAT, graph, x, *, training: bool) -> torch.
     return h
 
 
+def erased_features(kind: str) -> torch.Tensor:
+    """`features()` whole ("dense"), with the rows of 8 of the 12 nodes erased as the
+    missing-features mask erases them ("erased"), or all zero ("zero")."""
+    x = features()
+    if kind == "erased":
+        x[torch.tensor([0, 2, 3, 5, 6, 7, 9, 11])] = 0
+    elif kind == "zero":
+        x.zero_()
+    return x
+
+
+@pytest.mark.parametrize("inputs", ["dense", "erased", "zero"])
 @pytest.mark.parametrize("norm", list(NORM_TYPES))
 @pytest.mark.parametrize("depth", [1, 2, 5])
-def test_literature_gat_forward_is_dgns_in_train_and_eval_mode(norm, depth):
+def test_literature_gat_forward_is_dgns_in_train_and_eval_mode(norm, depth, inputs):
     """The same random draws in the same order (feature dropout twice, attention dropout
-    in every layer) give the same output only if dropout sits where DGN's code has it."""
+    in every layer) give the same output only if dropout sits where DGN's code has it;
+    the first layer's row-pruned product and dropout (`lipnorm.nn.row_pruned`) give the
+    dense forward's numbers, forward and backward."""
     torch.manual_seed(0)
     net = build_model(dgn_config(depth=depth, norm=norm))
     reference = build_model(dgn_config(depth=depth, norm=norm))
     reference.load_state_dict(net.state_dict())
-    graph, x = small_graph(), features()
+    graph, x = small_graph(), erased_features(inputs)
     for training in (True, False):
         net.train(training)
         reference.train(training)
@@ -100,6 +121,11 @@ def test_literature_gat_forward_is_dgns_in_train_and_eval_mode(norm, depth):
         torch.manual_seed(1)
         expected = reference_forward(reference, graph, x, training=training)
         torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-7)
+        if training:
+            out.square().sum().backward()
+            expected.square().sum().backward()
+            for (name, param), ref in zip(net.named_parameters(), reference.parameters()):
+                torch.testing.assert_close(param.grad, ref.grad, rtol=1e-5, atol=1e-7, msg=name)
     # The logits are ReLU'd (DGN's last ReLU).
     assert (out >= 0).all()
 

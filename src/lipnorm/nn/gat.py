@@ -40,6 +40,7 @@ from lipnorm.nn.functional import (
     reset_residual,
     residual_projection,
 )
+from lipnorm.nn.row_pruned import RowPruned
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
 __all__ = ["GATConv", "ZeroInDegreeError", "DGL_ZERO_IN_DEGREE_MESSAGE", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
@@ -197,9 +198,21 @@ class GATConv(AttentionConv):
         The projections W h are one `(N_src, H, D)` tensor for a single `feat` (on a
         block, its first `num_dst_nodes` rows are the destinations'), or a pair
         `(ft_src, ft_dst)` for a pair `(feat_src, feat_dst)`.
+
+        A `RowPruned` input (`lipnorm.nn.row_pruned`) is dropped out and projected on its
+        rows only: the same numbers as its dense form's, a mask drawn over fewer entries.
         """
         if not self.allow_zero_in_degree:
             reject_zero_in_degree(graph)
+        if isinstance(feat, RowPruned):
+            if self.fc is None or graph.is_block or self.res_fc is not None or feat.values.dim() != 2:
+                raise ValueError(
+                    "a row-pruned input needs one projection fc, a whole graph, no residual and "
+                    f"(R, F) values; got fc={self.fc is not None}, block={graph.is_block}, "
+                    f"residual={self.res_fc is not None}, values of shape {tuple(feat.values.shape)}"
+                )
+            projected = self.fc(self.feat_drop(feat.values))
+            return None, feat.scatter(projected).view(-1, self.num_heads, self.out_feats)
         feat_src, feat_dst = self._input_features(graph, feat)
         if feat_dst is not None:
             h_src, h_dst = self.feat_drop(feat_src), self.feat_drop(feat_dst)
@@ -257,7 +270,8 @@ class GATConv(AttentionConv):
         graph : DGLGraph
             Homogeneous, a block, or bipartite (then `feat` is a pair).
         feat : tensor or (tensor, tensor)
-            ``(N_src, in_feats)``, or ``(feat_src, feat_dst)`` (see the class docstring).
+            ``(N_src, in_feats)``, or ``(feat_src, feat_dst)`` (see the class docstring),
+            or a `RowPruned` ``(N_src, in_feats)`` on a whole graph without residual.
         edge_weight : (E,) tensor, optional
             Multiplies each edge's attention (after attention dropout), as in DGL.
         get_attention : bool

@@ -57,6 +57,7 @@ from lipnorm.nn.gt import VARIANTS, GTConv
 from lipnorm.nn.norms import DGN_SKIP_WEIGHT
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
+from lipnorm.nn.row_pruned import row_pruned
 
 from lipnorm.recipes import RECIPES
 # The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
@@ -604,7 +605,9 @@ class LiteratureGAT(nn.Module):
     classes). Each layer, choice by choice as theirs:
 
     - feature dropout `feat_drop` (0.6) on the input of the first and of the last layer
-      only (``if i == 0 or i == self.num_layers - 1: x = F.dropout(x)``);
+      only (``if i == 0 or i == self.num_layers - 1: x = F.dropout(x)``); the first
+      layer's input is dropped out and projected on its rows that can be non-zero
+      (`lipnorm.nn.row_pruned`): the same distribution, a mask over those rows only;
     - the attention layer: no bias (``bias=False``), attention dropout `attn_drop` (0.6)
       on the softmaxed scores (PyG's ``dropout=``), LeakyReLU 0.2, heads concatenated,
       LipschitzNorm on its scores with ``attention_norm="lip"`` (`alpha`, `variant`);
@@ -668,7 +671,12 @@ class LiteratureGAT(nn.Module):
         last = len(self.layers) - 1
         h, h0 = feat, None
         for i, layer in enumerate(self.layers):
-            if i == 0 or i == last:
+            if i == 0:
+                # Dropped out and projected on its rows that can be non-zero: with missing
+                # features most are erased (`lipnorm.nn.row_pruned`; depth 1: once).
+                pruned = row_pruned(feat)
+                h = pruned._replace(values=F.dropout(pruned.values, p=self.feat_drop, training=self.training))
+            elif i == last:
                 h = F.dropout(h, p=self.feat_drop, training=self.training)
             h = layer(graph, h).flatten(1)
             if h0 is not None and self.initial_residual and i < last:

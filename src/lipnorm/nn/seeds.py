@@ -23,7 +23,7 @@ seed's graph differs), PairNorm modes other than "PN".
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import dgl
 import torch
@@ -36,6 +36,7 @@ from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
 from lipnorm.nn.pairnorm import EPS as PAIRNORM_EPS
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
+from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
 __all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
 
@@ -73,16 +74,6 @@ class _SeedAttentionDropout(nn.Module):
         return seed_dropout(attention, self.p, self.generators, dim=1)
 
 
-class RowPruned(NamedTuple):
-    """The seeds' inputs `(S, N, F)` given by their rows that can be non-zero: `values`
-    `(S, len(rows), F)` at node indices `rows`, zeros elsewhere (the first layer's input
-    with missing features: most rows are erased)."""
-
-    rows: torch.Tensor
-    values: torch.Tensor
-    num_nodes: int
-
-
 class _SeedGATConv(GATConv):
     """S `GATConv`s of one shape as one: S*H heads over a per-seed projection.
 
@@ -112,10 +103,9 @@ class _SeedGATConv(GATConv):
         # (S, N, in) x (S, in, H*D) -> (N, S*H, D); the residual sees the input seed by seed.
         if isinstance(feat, RowPruned):
             # The product on the rows that can be non-zero only: a zero row projects to 0.
-            projected = torch.bmm(feat.values, self.weight.transpose(1, 2))
-            ft = projected.new_zeros(self.seeds, feat.num_nodes, projected.shape[2]).index_copy(1, feat.rows, projected)
             if self.res_fc is not None:
                 raise ValueError("a residual layer takes its input whole, not row-pruned")
+            ft = feat.scatter(torch.bmm(feat.values, self.weight.transpose(1, 2)))
             return None, ft.transpose(0, 1).reshape(feat.num_nodes, self.num_heads, self.out_feats)
         ft = torch.bmm(feat, self.weight.transpose(1, 2)).transpose(0, 1)
         h_dst = feat.transpose(0, 1).reshape(feat.shape[1], -1)
@@ -265,25 +255,19 @@ class SeedBatchedGAT(nn.Module):
             generator.set_state(state)
 
     def _first_input(self, feat: torch.Tensor) -> RowPruned:
-        """The first layer's input, dropped out in training, as its rows that can be
-        non-zero (`RowPruned`). Each seed's mask is drawn whole, `(N, F)`, as a separate
-        run's `F.dropout` draws it (so that its stream advances alike); only its rows
-        at the non-zero rows are used, with `F.dropout`'s arithmetic."""
-        if feat.dim() == 3:
-            rows = torch.nonzero((feat != 0).any(dim=2).any(dim=0)).squeeze(1)
-            values = feat.index_select(1, rows)
-        else:
-            rows = torch.nonzero((feat != 0).any(dim=1)).squeeze(1)
-            values = feat.index_select(0, rows).expand(self.seeds, -1, -1)
+        """The first layer's input as its rows that can be non-zero (`RowPruned`, values
+        `(S, R, F)`), dropped out in training as `LiteratureGAT` drops out its own: seed
+        s's `(R, F)` mask drawn from its generator as `F.dropout` draws one."""
+        pruned = row_pruned(feat)
+        values = pruned.values if feat.dim() == 3 else pruned.values.expand(self.seeds, -1, -1)
         if self.training and self.feat_drop > 0:
             keep = 1 - self.feat_drop
             noise = torch.stack([
-                torch.empty(feat.shape[-2:], dtype=feat.dtype, device=feat.device)
-                .bernoulli_(keep, generator=generator).index_select(0, rows)
+                torch.empty(values.shape[1:], dtype=feat.dtype, device=feat.device).bernoulli_(keep, generator=generator)
                 for generator in self.generators
             ])
             values = values * noise.div_(keep)
-        return RowPruned(rows, values, feat.shape[-2])
+        return pruned._replace(values=values)
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         if feat.dim() == 3 and feat.shape[0] != self.seeds:
