@@ -129,7 +129,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "the flags, which override the file. Unset settings take the defaults of --recipe.",
     )
     train.add_argument("--config", metavar="FILE", help="YAML or JSON file of settings")
-    train.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
+    train.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write "
+                       "(with --seeds: containing {seed}, e.g. runs/s{seed})")
+    train.add_argument(
+        "--seeds", type=_seed_list, metavar="S,S,...",
+        help="train these seeds in this process instead of --seed, each writing the run directory a "
+        "separate run with that seed writes (--out and --mask with {seed}); seeds of the literature "
+        "GAT (--recipe dgn) train as one network, others one after another (docs/training.md)",
+    )
     # SUPPRESS: a flag that is not given leaves the file's value (or the default) alone.
     flags = train.add_argument_group("settings (default: the config file, else the recipe's)")
     for flag, kind, text in (
@@ -214,16 +221,32 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     train.set_defaults(handler=_train)
 
 
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integer seeds, e.g. 0,1,2,3,4")
+    return seeds
+
+
 def _train(args: argparse.Namespace) -> int:
     from lipnorm import run_state, train
 
     overrides = {
         key: value
         for key, value in vars(args).items()
-        if key not in ("command", "handler", "config", "out", "plugins")
+        if key not in ("command", "handler", "config", "out", "plugins", "seeds")
     }
+    if args.seeds is not None and "seed" in overrides:
+        raise ValueError("--seed and --seeds exclude each other: give every seed in --seeds")
     try:
-        train.run(train.load_config(args.config, overrides), args.out)
+        config = train.load_config(args.config, overrides)
+        if args.seeds is not None:
+            from lipnorm.seed_group import run_seeds
+
+            run_seeds(config, args.seeds, args.out)
+        else:
+            train.run(config, args.out)
     except run_state.RunInterrupted as stopped:  # the log has said so
         return stopped.exit_code
     return 0

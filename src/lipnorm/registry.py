@@ -61,6 +61,7 @@ class Architecture:
     dropout: tuple[float, float]
     parameter_groups: Mapping[str, str] = field(default_factory=dict)
     projections: int = 1
+    seeds_together: Factory | None = None
 
     @property
     def attention_norms(self) -> tuple[str, ...]:
@@ -153,6 +154,7 @@ def register_architecture(
     dropout: tuple[float, float] = (0.6, 0.3),
     parameter_groups: Mapping[str, str] | None = None,
     projections: int = 1,
+    seeds_together: Factory | None = None,
 ) -> Architecture:
     """Register a network under `name`; returns its entry.
 
@@ -179,6 +181,15 @@ def register_architecture(
     DGL's GATv2Conv; `projections`: how many (N, heads * out_feats) projections of its
     input a layer computes (GAT's one, the graph transformer's query, key, value and skip
     four), which `lipnorm plan` counts in a run's memory.
+
+    `seeds_together` (optional): ``seeds_together(models) -> nn.Module``, the networks of
+    S seeds of one configuration as one network, which `lipnorm train --seeds`
+    (`lipnorm.seed_group`) trains in their place; a ValueError saying why, for models it
+    cannot hold. Its contract is `lipnorm.nn.seeds.SeedBatchedGAT`'s: ``forward(graph,
+    feat) -> (S, N, C)``, ``layers`` (the attention layers, outputs ``(N, S * H, D)``),
+    ``generators`` and ``set_generators`` (each seed's dropout stream), ``seed_views``
+    and ``seed_state_dict``. Without it (the default), a group's seeds are trained one
+    after another in one process, and their logs say so.
     """
     _check_new("architecture", name, ARCHITECTURES)
     if isinstance(projections, bool) or not isinstance(projections, int) or projections < 1:
@@ -186,6 +197,8 @@ def register_architecture(
     if (layer is None) == (model is None):
         raise ValueError(f"architecture {name!r}: give exactly one of layer= and model=")
     _check_factory("architecture", name, "layer" if layer is not None else "model", layer or model)
+    if seeds_together is not None:
+        _check_factory("architecture", name, "seeds_together", seeds_together)
     if lip and lip_colour is None:
         raise ValueError(f"architecture {name!r}: lip=True needs lip_colour (its LipschitzNorm variant's colour)")
     groups = dict(parameter_groups or {})
@@ -200,7 +213,7 @@ def register_architecture(
             raise ValueError(f"architecture {name!r}: {what} dropout must be in [0, 1), got {value!r}")
     entry = Architecture(
         name, label, colour, lip_colour if lip else None, layer, model, bool(lip), bool(norms),
-        bool(attention), (float(feat_drop), float(attn_drop)), groups, projections,
+        bool(attention), (float(feat_drop), float(attn_drop)), groups, projections, seeds_together,
     )
     return _add(ARCHITECTURES, entry)
 
@@ -530,6 +543,7 @@ def load_plugins(specs: Iterable[str] | None) -> list[Any]:
 register_architecture(
     "gat", label="GAT", colour="#0173b2", lip=True, lip_colour="#de8f05",
     model="lipnorm.nn.models:DeepGAT.from_config", dropout=(0.6, 0.3),
+    seeds_together="lipnorm.nn.seeds:SeedBatchedGAT",
 )
 register_architecture(
     "gt", label="GT", colour="#cc78bc", lip=True, lip_colour="#ca9161",

@@ -45,6 +45,7 @@ reduced official run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -138,24 +139,26 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
-def _attach_log(path: Path) -> list[logging.Handler]:
-    """train.log gets every message and one line per epoch; stderr the messages."""
+def _attach_log(path: Path, logger: logging.Logger = log, label: str = "") -> list[logging.Handler]:
+    """train.log gets every message and one line per epoch; stderr the messages (each
+    prefixed with `label`, e.g. "seed 3", where one process writes several runs)."""
     file_handler = logging.FileHandler(path)
     file_handler.setLevel(logging.DEBUG)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     stderr_handler = _TqdmHandler()
     stderr_handler.setLevel(logging.INFO)
-    stderr_handler.setFormatter(logging.Formatter("lipnorm train: %(message)s"))
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
+    prefix = f"lipnorm train [{label}]: " if label else "lipnorm train: "
+    stderr_handler.setFormatter(logging.Formatter(prefix + "%(message)s"))
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
     for handler in (file_handler, stderr_handler):
-        log.addHandler(handler)
+        logger.addHandler(handler)
     return [file_handler, stderr_handler]
 
 
-def _detach_log(handlers: list[logging.Handler]) -> None:
+def _detach_log(handlers: list[logging.Handler], logger: logging.Logger = log) -> None:
     for handler in handlers:
-        log.removeHandler(handler)
+        logger.removeHandler(handler)
         handler.close()
 
 
@@ -183,76 +186,120 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
     once `out` is written; a state saved by other settings or versions is a ValueError
     naming them, an unreadable one is logged and the run starts over.
     """
-    started = time.perf_counter()
-    config = config.resolved()
-    # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
-    config = dataclasses.replace(config, device=str(resolve_device(config.device)))
-    setup = prepare(config)
-    config = dataclasses.replace(
-        config, feat_drop=setup.model_config.feat_drop, attn_drop=setup.model_config.attn_drop
-    )
-    trainer = Trainer(
-        setup, config.lr, config.weight_decay, config.protocol, dropedge=config.dropedge, seed=config.seed
-    )
-    state_file = run_state.state_path(out)
-    saved, unreadable = _saved_state(state_file, config)
-    history, resumed_from_epochs, earlier_s = History(), [], 0.0
-    with atomic_dir(out) as tmp:
-        log_path = tmp / "train.log"
-        if saved is not None:
-            log_path.write_text(saved["log"])  # the earlier attempts' log, continued
-        handlers = _attach_log(log_path)
-        try:
-            if unreadable is not None:
-                log.warning("%s: not resuming from it, starting the run over", unreadable)
-            log.info(
-                "%s on %s (%d nodes, %d classes, metric %s), %d feature rows erased, "
-                "%d parameters, %d thread(s), recipe %s, features %s",
-                config.model, config.dataset, setup.features.shape[0],
-                setup.dataset.num_classes, setup.dataset.metric, setup.erased,
-                _num_params(setup.model), config.threads, config.recipe,
-                "as stored (not row-normalised)" if config.raw_features else "as loaded",
+    return train_run(RunDirectory(config, out, time.perf_counter()))
+
+
+def train_run(job: RunDirectory, note: str | None = None) -> dict[str, Any]:
+    """Train `job` alone, from its start or its saved state, and write its directory;
+    `note` is logged after its settings (e.g. why a group trains it alone)."""
+    with contextlib.ExitStack() as stack:
+        job.open(stack)
+        if note:
+            job.logger.info("%s", note)
+        with run_state.StopSignals() as stop:
+            job.history = _train_loop(job.config, job.trainer, job.history, job.save, stop, job.logger)
+        if stop.requested:
+            raise job.interrupted(stop)
+        summary = job.finish()
+    job.state_file.unlink(missing_ok=True)
+    return summary
+
+
+class RunDirectory:
+    """One run: its settings resolved, its model and data ready (`prepare`), its trainer,
+    and what its directory `out` is made of while it trains: the history so far (from
+    its saved state, if any), its log, its state saver.
+
+    `open(stack)` starts writing (a temporary directory renamed onto `out` when `stack`
+    closes without an error; train.log attached to `logger`) and resumes the saved
+    state; `finish()` writes the summary and the parquet files; `interrupted(stop)` saves
+    the state after a stop signal and gives the exception to raise.
+    """
+
+    def __init__(self, config: TrainConfig, out: str | Path, started: float,
+                 logger: logging.Logger = log, label: str = ""):
+        self.started, self.logger, self.label, self.out = started, logger, label, Path(out)
+        config = config.resolved()
+        # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
+        config = dataclasses.replace(config, device=str(resolve_device(config.device)))
+        self.setup = prepare(config)
+        self.config = dataclasses.replace(
+            config, feat_drop=self.setup.model_config.feat_drop, attn_drop=self.setup.model_config.attn_drop
+        )
+        self.trainer = Trainer(
+            self.setup, config.lr, config.weight_decay, config.protocol, dropedge=config.dropedge, seed=config.seed
+        )
+        self.state_file = run_state.state_path(out)
+        self.saved, self.unreadable = _saved_state(self.state_file, self.config)
+        self.history, self.resumed_from_epochs, self.earlier_s = History(), [], 0.0
+        self.tmp: Path | None = None
+        self.save: StateSaver | None = None
+        # The state of torch's stream that its training draws from (after `prepare` or
+        # the resumed state): what seeds trained together draw each seed's from.
+        self.torch_state = torch.get_rng_state()
+        # The part of the process's time that is this run's (1/S for S seeds trained together).
+        self.time_share = 1.0
+
+    def open(self, stack: contextlib.ExitStack) -> None:
+        config, setup, logger = self.config, self.setup, self.logger
+        self.tmp = stack.enter_context(atomic_dir(self.out))
+        log_path = self.tmp / "train.log"
+        if self.saved is not None:
+            log_path.write_text(self.saved["log"])  # the earlier attempts' log, continued
+        stack.callback(_detach_log, _attach_log(log_path, logger, self.label), logger)
+        if self.unreadable is not None:
+            logger.warning("%s: not resuming from it, starting the run over", self.unreadable)
+        logger.info(
+            "%s on %s (%d nodes, %d classes, metric %s), %d feature rows erased, "
+            "%d parameters, %d thread(s), recipe %s, features %s",
+            config.model, config.dataset, setup.features.shape[0],
+            setup.dataset.num_classes, setup.dataset.metric, setup.erased,
+            _num_params(setup.model), config.threads, config.recipe,
+            "as stored (not row-normalised)" if config.raw_features else "as loaded",
+        )
+        logger.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
+        if setup.batches is not None:
+            logger.info(
+                "cluster batches: %d METIS partitions (%s), %d per batch, %d batches an epoch",
+                setup.batches.partitions, setup.batches.cache_path, setup.batches.batch_partitions,
+                math.ceil(setup.batches.partitions / setup.batches.batch_partitions),
             )
-            log.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
-            if setup.batches is not None:
-                log.info(
-                    "cluster batches: %d METIS partitions (%s), %d per batch, %d batches an epoch",
-                    setup.batches.partitions, setup.batches.cache_path, setup.batches.batch_partitions,
-                    math.ceil(setup.batches.partitions / setup.batches.batch_partitions),
-                )
-            if saved is not None:
-                trainer.load_state_dict(saved["trainer"])
-                history = History(**saved["history"])
-                resumed_from_epochs = [*saved["resumed_from_epochs"], history.epochs_done]
-                earlier_s = saved["elapsed_s"]
-                log.info("resuming after epoch %d from the training state %s", history.epochs_done, state_file)
-            save = StateSaver(state_file, config, trainer, log_path, resumed_from_epochs, earlier_s, started)
-            run_state.remove_stale_temporaries(state_file)
-            with run_state.StopSignals() as stop:
-                history = _train_loop(config, trainer, history, save, stop)
-            if stop.requested:
-                log.warning(
-                    "%s received: saving the training state after epoch %d to %s",
-                    stop.name, history.epochs_done, state_file,
-                )
-                save(history)
-                interrupted = run_state.RunInterrupted(stop.signal_number, history.epochs_done, state_file)
-                log.warning(
-                    "stopped; exit code %d (a failure, so that Snakemake and SLURM retry the job): "
-                    "the same command resumes after epoch %d",
-                    interrupted.exit_code, history.epochs_done,
-                )
-                raise interrupted
-            summary = _summary(
-                config, setup, history, earlier_s + time.perf_counter() - started, resumed_from_epochs
-            )
-            log.info(
-                "%s after %d epoch(s): test %s %s (protocol %s), best val epoch %s",
-                summary["status"], summary["epochs_run"], summary["metric"],
-                summary["test_metric"], config.protocol, summary["best_epoch"],
-            )
-        finally:
-            _detach_log(handlers)
+        if self.saved is not None:
+            self.trainer.load_state_dict(self.saved["trainer"])
+            self.history = History(**self.saved["history"])
+            self.resumed_from_epochs = [*self.saved["resumed_from_epochs"], self.history.epochs_done]
+            self.earlier_s = self.saved["elapsed_s"]
+            logger.info("resuming after epoch %d from the training state %s", self.history.epochs_done, self.state_file)
+            self.torch_state = torch.get_rng_state()
+        self.save = StateSaver(
+            self.state_file, config, self.trainer, log_path, self.resumed_from_epochs, self.earlier_s, self.started,
+            self.time_share,
+        )
+        run_state.remove_stale_temporaries(self.state_file)
+
+    def interrupted(self, stop: run_state.StopSignals) -> run_state.RunInterrupted:
+        """Save the state after a stop signal; the exception that ends the run."""
+        epochs = self.history.epochs_done
+        self.logger.warning("%s received: saving the training state after epoch %d to %s", stop.name, epochs, self.state_file)
+        self.save(self.history)
+        interrupted = run_state.RunInterrupted(stop.signal_number, epochs, self.state_file)
+        self.logger.warning(
+            "stopped; exit code %d (a failure, so that Snakemake and SLURM retry the job): "
+            "the same command resumes after epoch %d",
+            interrupted.exit_code, epochs,
+        )
+        return interrupted
+
+    def finish(self) -> dict[str, Any]:
+        """Write the summary and the parquet files into the open directory; the summary."""
+        config, history = self.config, self.history
+        elapsed = self.earlier_s + self.time_share * (time.perf_counter() - self.started)
+        summary = _summary(config, self.setup, history, elapsed, self.resumed_from_epochs)
+        self.logger.info(
+            "%s after %d epoch(s): test %s %s (protocol %s), best val epoch %s",
+            summary["status"], summary["epochs_run"], summary["metric"],
+            summary["test_metric"], config.protocol, summary["best_epoch"],
+        )
         frames = {
             "metrics.parquet": pd.DataFrame(history.metrics, columns=METRICS_COLUMNS),
             "gradnorms.parquet": pd.DataFrame(history.gradnorms, columns=GRADNORMS_COLUMNS),
@@ -260,10 +307,9 @@ def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
             "layerstats.parquet": pd.DataFrame(history.layerstats, columns=LAYERSTATS_COLUMNS),
         }
         for name, frame in frames.items():
-            write_parquet(tmp / name, frame)
-        write_json(tmp / "summary.json", summary)  # last: its presence marks a finished run
-    state_file.unlink(missing_ok=True)
-    return summary
+            write_parquet(self.tmp / name, frame)
+        write_json(self.tmp / "summary.json", summary)  # last: its presence marks a finished run
+        return summary
 
 
 @dataclass
@@ -278,6 +324,7 @@ class StateSaver:
     resumed_from_epochs: list[int]
     earlier_s: float  # wall time of the earlier attempts, up to their last save
     started: float  # `time.perf_counter()` when this attempt started
+    time_share: float = 1.0  # the part of the process's time that is this run's
 
     def __call__(self, history: History) -> None:
         run_state.write_state(self.path, {
@@ -286,7 +333,7 @@ class StateSaver:
             "trainer": self.trainer.state_dict(),
             "history": dict(vars(history)),  # shallow: the rows are pickled as they are
             "resumed_from_epochs": self.resumed_from_epochs,
-            "elapsed_s": self.earlier_s + time.perf_counter() - self.started,
+            "elapsed_s": self.earlier_s + self.time_share * (time.perf_counter() - self.started),
             "log": self.log_path.read_text(),
         })
 
@@ -328,6 +375,7 @@ def _train_loop(
     history: History | None = None,
     save: Callable[[History], None] | None = None,
     stop: run_state.StopSignals | None = None,
+    logger: logging.Logger = log,
 ) -> History:
     """Train the epochs after `history.epochs_done` (a fresh `History`: all of them).
 
@@ -336,93 +384,119 @@ def _train_loop(
     last epoch's layer statistics, which the resumed run adds.
     """
     history = History() if history is None else history
-    bar = tqdm(
-        range(history.epochs_done + 1, 0 if history.finished else config.epochs + 1),
-        desc="train", unit="epoch", file=sys.stderr, mininterval=1.0, dynamic_ncols=True,
-        initial=history.epochs_done, total=config.epochs,
-    )
+    bar = progress_bar(config, history)
     for epoch in bar:
         epoch_start = time.perf_counter()
         lr = trainer.lr
-        # Epoch 1 is always logged: the gradients at initialisation matter most.
-        logged = (epoch - 1) % config.grad_log_every == 0
-        with_stats = logged and config.layer_stats
+        with_stats = logged_epoch(config, epoch) and config.layer_stats
         step = gather(trainer.train_step(), trainer.evaluate(with_stats))
-        history.epochs_done = epoch
-        val_loss, train_metric, val_metric, test_metric = step.val_loss, step.train_metric, step.val_metric, step.test_metric
-        if not step.finite:  # the evaluation saw the model after a non-finite step
-            val_loss = train_metric = val_metric = test_metric = math.nan
-            trainer.layer_stats.captured.clear()
-        elif with_stats:
-            history.layerstats += trainer.layer_stats.rows(epoch)
-            history.stats_epoch = epoch
-        diverged = not math.isfinite(val_loss)
-        # The diverged epoch's gradient norms are kept whatever the interval: they show
-        # what blew up.
-        if logged or diverged:
-            history.gradnorms += [
-                (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
-            ]
-            history.outnorms += [
-                (epoch, layer, norm) for layer, norm in zip(trainer.output_norms.layers, step.output_norms)
-            ]
-        if diverged:
-            history.diverged_epoch = epoch
-            history.finished = True
-            log.warning(
-                "diverged at epoch %d: train loss %r, largest gradient-group norm %r, "
-                "validation loss %r",
-                epoch, step.loss, max(step.grad_norms, key=_nan_last), val_loss,
-            )
+        if record_epoch(config, trainer, history, epoch, step, lr, time.perf_counter() - epoch_start, with_stats, logger):
             break
-        if trainer.scheduler is not None:
-            trainer.scheduler.step(val_loss)
-        history.metrics.append(
-            {
-                "epoch": epoch,
-                "train_loss": step.loss,
-                "train_metric": train_metric,
-                "val_loss": val_loss,
-                "val_metric": val_metric,
-                "test_metric": test_metric,
-                "lr": lr,
-                "seconds": time.perf_counter() - epoch_start,
-            }
-        )
-        bar.set_postfix(loss=f"{step.loss:.4f}", val=f"{val_metric:.4f}", refresh=False)
-        log.debug(
-            "epoch %d loss %.6g train %.4f val_loss %.6g val %.4f test %.4f lr %.3g",
-            epoch, step.loss, train_metric, val_loss, val_metric, test_metric, lr,
-        )
-        history.finished = epoch == config.epochs
-        if config.patience is not None:
-            val_metrics = [row["val_metric"] for row in history.metrics]
-            best_epoch = history.metrics[select_epoch("best-val", val_metrics)]["epoch"]
-            if epoch - best_epoch >= config.patience:
-                log.info("early stop at epoch %d: no better val metric since epoch %d", epoch, best_epoch)
-                history.finished = True
-                break
+        bar.set_postfix(loss=f"{step.loss:.4f}", val=f"{step.val_metric:.4f}", refresh=False)
         if stop is not None and stop.requested:
             break
         if save is not None and not history.finished and epoch % config.save_every == 0:
             save(history)
     bar.close()
-    # The last epoch's representations, unless that epoch was logged: the forward of
-    # `evaluate` is deterministic, so repeating it gives the ones that epoch saw. (After
-    # a divergence the model is no longer the last epoch's: nothing to add.)
+    if needs_last_stats(config, history, stop):
+        trainer.evaluate(layer_stats=True)
+        history.layerstats += trainer.layer_stats.rows(history.metrics[-1]["epoch"])
+    trainer.output_norms.remove()
+    trainer.layer_stats.remove()
+    return history
+
+
+def progress_bar(config: TrainConfig, history: History, label: str = "train") -> tqdm:
+    """The epochs left after `history`, as a progress bar on stderr."""
+    return tqdm(
+        range(history.epochs_done + 1, 0 if history.finished else config.epochs + 1),
+        desc=label, unit="epoch", file=sys.stderr, mininterval=1.0, dynamic_ncols=True,
+        initial=history.epochs_done, total=config.epochs,
+    )
+
+
+def logged_epoch(config: TrainConfig, epoch: int) -> bool:
+    """Whether `epoch` logs its gradient norms (and layer statistics): epoch 1 always,
+    since the gradients at initialisation matter most, then every `grad_log_every`."""
+    return (epoch - 1) % config.grad_log_every == 0
+
+
+def record_epoch(
+    config: TrainConfig, trainer: Trainer, history: History, epoch: int, step: Epoch, lr: float,
+    seconds: float, with_stats: bool, logger: logging.Logger = log,
+) -> bool:
+    """Add epoch `epoch` (its training step and evaluation `step`, taken at learning rate
+    `lr` in `seconds`; `with_stats`: its layer statistics are in `trainer.layer_stats`) to `history`,
+    step the scheduler, log it; True when training ends here (the last epoch, a
+    divergence, an early stop)."""
+    history.epochs_done = epoch
+    val_loss, train_metric, val_metric, test_metric = step.val_loss, step.train_metric, step.val_metric, step.test_metric
+    if not step.finite:  # the evaluation saw the model after a non-finite step
+        val_loss = train_metric = val_metric = test_metric = math.nan
+        trainer.layer_stats.captured.clear()
+    elif with_stats:
+        history.layerstats += trainer.layer_stats.rows(epoch)
+        history.stats_epoch = epoch
+    diverged = not math.isfinite(val_loss)
+    # The diverged epoch's gradient norms are kept whatever the interval: they show
+    # what blew up.
+    if logged_epoch(config, epoch) or diverged:
+        history.gradnorms += [
+            (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
+        ]
+        history.outnorms += [
+            (epoch, layer, norm) for layer, norm in zip(trainer.output_norms.layers, step.output_norms)
+        ]
+    if diverged:
+        history.diverged_epoch = epoch
+        history.finished = True
+        logger.warning(
+            "diverged at epoch %d: train loss %r, largest gradient-group norm %r, "
+            "validation loss %r",
+            epoch, step.loss, max(step.grad_norms, key=_nan_last), val_loss,
+        )
+        return True
+    if trainer.scheduler is not None:
+        trainer.scheduler.step(val_loss)
+    history.metrics.append(
+        {
+            "epoch": epoch,
+            "train_loss": step.loss,
+            "train_metric": train_metric,
+            "val_loss": val_loss,
+            "val_metric": val_metric,
+            "test_metric": test_metric,
+            "lr": lr,
+            "seconds": seconds,
+        }
+    )
+    logger.debug(
+        "epoch %d loss %.6g train %.4f val_loss %.6g val %.4f test %.4f lr %.3g",
+        epoch, step.loss, train_metric, val_loss, val_metric, test_metric, lr,
+    )
+    history.finished = epoch == config.epochs
+    if config.patience is not None:
+        val_metrics = [row["val_metric"] for row in history.metrics]
+        best_epoch = history.metrics[select_epoch("best-val", val_metrics)]["epoch"]
+        if epoch - best_epoch >= config.patience:
+            logger.info("early stop at epoch %d: no better val metric since epoch %d", epoch, best_epoch)
+            history.finished = True
+    return history.finished
+
+
+def needs_last_stats(config: TrainConfig, history: History, stop: run_state.StopSignals | None) -> bool:
+    """Whether the last epoch's representations are still to be measured: unless that
+    epoch was logged (the forward of `evaluate` is deterministic, so repeating it gives
+    the ones that epoch saw), the run was stopped by a signal, or it diverged (the model
+    is no longer the last epoch's)."""
     last_epoch = history.metrics[-1]["epoch"] if history.metrics else None
-    if (
+    return (
         config.layer_stats
         and not (stop is not None and stop.requested)
         and history.diverged_epoch is None
         and last_epoch is not None
         and last_epoch != history.stats_epoch
-    ):
-        trainer.evaluate(layer_stats=True)
-        history.layerstats += trainer.layer_stats.rows(last_epoch)
-    trainer.output_norms.remove()
-    trainer.layer_stats.remove()
-    return history
+    )
 
 
 def _nan_last(value: float) -> float:

@@ -28,8 +28,13 @@ class GradientNorms:
 
     def __call__(self) -> torch.Tensor:
         """Norms `(len(keys),)` in float64, left on the device (no synchronisation)."""
-        present = tuple(i for i, param in enumerate(self.params) if param.grad is not None)
-        per_param = torch._foreach_norm([self.params[i].grad for i in present])
+        return self.of([param.grad for param in self.params])
+
+    def of(self, grads: list[torch.Tensor | None]) -> torch.Tensor:
+        """The norms of `grads`, one per parameter of `params` in its order (None: that
+        parameter got no gradient); e.g. a seed's slices of seeds trained together."""
+        present = tuple(i for i, grad in enumerate(grads) if grad is not None)
+        per_param = torch._foreach_norm([grads[i] for i in present])
         # Squares in float64: a float32 square overflows at norms of ~1e19.
         squares = torch.stack(per_param).double().square()
         if len(present) == len(self.params):

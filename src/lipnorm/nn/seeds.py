@@ -18,7 +18,9 @@ seed's steps. The numbers equal the separate runs' to float rounding (the batche
 products sum in their own order).
 
 What it does not batch (its callers run those seeds one after another): DropEdge (each
-seed's graph differs), PairNorm modes other than "PN".
+seed's graph differs), PairNorm modes other than "PN", LipschitzNorm's "official"
+variant (one norm over all heads). No operation mixes the seeds' values, so a seed that
+diverges (NaN) leaves the others' numbers alone.
 """
 
 from __future__ import annotations
@@ -111,6 +113,17 @@ class _SeedGATConv(GATConv):
         h_dst = feat.transpose(0, 1).reshape(feat.shape[1], -1)
         return h_dst, ft.reshape(feat.shape[1], self.num_heads, self.out_feats)
 
+    def _attention_terms(self, ft: torch.Tensor, *vectors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """`GATConv._attention_terms` seed by seed: each seed's block-diagonal product of
+        its own heads (one `bmm`), not one over all heads, where a zero block times a
+        diverging seed's non-finite values would make the other seeds' NaN."""
+        seeds, heads, dim, count = self.seeds, self.heads_per_seed, self.out_feats, len(vectors)
+        stacked = torch.cat(vectors).view(count, seeds, heads, dim).permute(1, 2, 3, 0)  # (S, H, D, k)
+        blocks = torch.stack([torch.block_diag(*seed_vectors) for seed_vectors in stacked])  # (S, H*D, H*k)
+        per_seed = ft.reshape(ft.shape[0], seeds, heads * dim).transpose(0, 1)  # (S, N, H*D)
+        terms = torch.bmm(per_seed, blocks).transpose(0, 1).reshape(ft.shape[0], seeds * heads, count)
+        return terms.split(1, dim=-1)
+
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
         """Where seed `seed`'s `GATConv` parameters (`fc.weight`, `attn_l`, `attn_r`) lie."""
         heads = (slice(None), slice(seed * self.heads_per_seed, (seed + 1) * self.heads_per_seed))
@@ -199,6 +212,8 @@ def batchable(model: nn.Module) -> str | None:
     """None if `SeedBatchedGAT` can hold seeds of `model`; else why not (a sentence)."""
     if not isinstance(model, LiteratureGAT):
         return f"{type(model).__name__} is not the literature GAT (recipe dgn), the one network batched over seeds"
+    if any(layer.norm == "lip" and layer.variant != "paper" for layer in model.layers):
+        return "LipschitzNorm's official variant takes one norm over all heads, which would mix the seeds"
     norms = model._norms()
     for norm in norms or ():
         if type(norm) not in _BATCHED_NORMS:
@@ -257,17 +272,26 @@ class SeedBatchedGAT(nn.Module):
     def _first_input(self, feat: torch.Tensor) -> RowPruned:
         """The first layer's input as its rows that can be non-zero (`RowPruned`, values
         `(S, R, F)`), dropped out in training as `LiteratureGAT` drops out its own: seed
-        s's `(R, F)` mask drawn from its generator as `F.dropout` draws one."""
+        s's mask over its own non-zero rows, drawn from its generator as `F.dropout`
+        draws one (with per-seed inputs `(S, N, F)`, R is the union of the seeds' rows)."""
         pruned = row_pruned(feat)
         values = pruned.values if feat.dim() == 3 else pruned.values.expand(self.seeds, -1, -1)
-        if self.training and self.feat_drop > 0:
-            keep = 1 - self.feat_drop
+        if not self.training or self.feat_drop == 0:
+            return pruned._replace(values=values)
+        keep = 1 - self.feat_drop
+        if feat.dim() == 2:
             noise = torch.stack([
                 torch.empty(values.shape[1:], dtype=feat.dtype, device=feat.device).bernoulli_(keep, generator=generator)
                 for generator in self.generators
             ])
-            values = values * noise.div_(keep)
-        return pruned._replace(values=values)
+        else:
+            noise = torch.zeros_like(values)
+            for seed, generator in enumerate(self.generators):
+                own = torch.nonzero((values[seed] != 0).any(dim=1)).squeeze(1)
+                noise[seed, own] = torch.empty(
+                    (len(own), values.shape[2]), dtype=feat.dtype, device=feat.device
+                ).bernoulli_(keep, generator=generator)
+        return pruned._replace(values=values * noise.div_(keep))
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
         if feat.dim() == 3 and feat.shape[0] != self.seeds:

@@ -1,0 +1,369 @@
+"""Runs that differ only by their seed, trained in one process (`lipnorm train --seeds`).
+
+A grid repeats each configuration over seeds, and on small graphs a run's cost is its
+process start-up and per-call overhead, not arithmetic (issue: grids of small runs).
+`run_seeds(config, seeds, out)` pays the start-up once for S seeds and writes the S run
+directories that S separate `lipnorm train --seed s` runs write (`out` and the mask path
+name each seed's with ``{seed}``):
+
+- where the architecture registers a network of several seeds (`seeds_together`,
+  `lipnorm.registry`; GAT's is `lipnorm.nn.seeds.SeedBatchedGAT`, which holds the
+  literature GAT of ``--recipe dgn``) that takes these models, and nothing else in the
+  run differs per seed, the S seeds are that one network trained by one Adam
+  (`SeedGroup`): each seed keeps its parameters, initialisation, dropout stream,
+  optimiser state, BatchNorm statistics, best-validation epoch, gradient and output
+  norms and layer statistics, equal to its separate run's to float rounding;
+- otherwise (DropEdge, cluster batches, a learning-rate schedule, patience, a GPU, an
+  architecture without that form, e.g. a plugin's), the seeds are trained one after
+  another in this process, and each run's train.log says why.
+
+Each seed's run is its own `RunDirectory`: its own train.log, training state (saved
+every `save_every` epochs and on SIGTERM, resumed by the same command) and directory,
+renamed into place when the group ends. A seed that diverges ends at that epoch, as its
+separate run does; its part of the network is zeroed, and the others train on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from lipnorm import registry, run_state
+from lipnorm.train import (
+    RunDirectory,
+    logged_epoch,
+    needs_last_stats,
+    progress_bar,
+    record_epoch,
+    train_run,
+)
+from lipnorm.train_config import TrainConfig
+from lipnorm.trainer import StepResult, compute_metric, gather
+
+__all__ = ["SEED_FIELD", "run_seeds", "seed_paths", "SeedGroup", "why_not_together"]
+
+SEED_FIELD = "{seed}"
+
+
+def seed_paths(pattern: str, seeds: Sequence[int], what: str) -> list[str]:
+    """`pattern` with ``{seed}`` replaced by each seed; `what` names it in errors."""
+    if len(seeds) > 1 and SEED_FIELD not in pattern:
+        raise ValueError(f"{what} {pattern!r} must contain {SEED_FIELD} to name each of the seeds {list(seeds)}")
+    return [pattern.replace(SEED_FIELD, str(seed)) for seed in seeds]
+
+
+def _check_seeds(seeds: Sequence[int]) -> list[int]:
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds: got none; give one or more, e.g. 0,1,2,3,4")
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise ValueError(f"seeds {seeds} repeat {repeated}: each seed is one run")
+    return seeds
+
+
+def why_not_together(config: TrainConfig) -> str | None:
+    """None if nothing in `config` (resolved) keeps its seeds from being one network
+    (its architecture's `seeds_together` may still refuse its models); else why not."""
+    reasons = [
+        (config.dropedge > 0, f"DropEdge ({config.dropedge}) draws a different graph for each seed"),
+        (config.batching != "full", f"batching {config.batching!r}: its batches differ per seed"),
+        (config.patience is not None, f"patience {config.patience}: each seed would stop at its own epoch"),
+        (config.protocol == "official", "protocol official: a learning-rate schedule per seed"),
+        (config.checkpoint, "activation checkpointing has no seed-batched form"),
+        (not config.device.startswith("cpu"), f"device {config.device}: seeds are batched on the CPU only"),
+    ]
+    for applies, reason in reasons:
+        if applies:
+            return reason
+    architecture = registry.architecture(config.architecture)
+    if architecture.seeds_together is None:
+        return f"architecture {architecture.name!r} registers no seeds_together network (lipnorm.registry)"
+    return None
+
+
+def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[str, Any]]:
+    """Train `config` for each of `seeds` in this process and write each seed's run
+    directory (`out` with ``{seed}`` replaced; so is the mask path); the summaries.
+
+    A seed whose settings are invalid fails before anything is written, as a separate run.
+    """
+    seeds = _check_seeds(seeds)
+    outs = seed_paths(str(out), seeds, "--out")
+    masks = seed_paths(config.mask, seeds, "--mask") if config.mask is not None else [None] * len(seeds)
+    configs = [dataclasses.replace(config, seed=seed, mask=mask) for seed, mask in zip(seeds, masks)]
+    started = time.perf_counter()
+
+    def job(index: int) -> RunDirectory:
+        seed = seeds[index]
+        return RunDirectory(configs[index], outs[index], started, logging.getLogger(f"lipnorm.train.seed{seed}"),
+                            label=f"seed {seed}" if len(seeds) > 1 else "")
+
+    first = job(0)
+    reason = why_not_together(first.config) if len(seeds) > 1 else None
+    jobs, together = [first], None
+    if reason is None:
+        jobs += [job(index) for index in range(1, len(seeds))]
+        resumed = {(job_.saved or {}).get("history", {}).get("epochs_done", 0) for job_ in jobs}
+        if len(resumed) > 1:
+            reason = f"their saved states stopped after different epochs ({sorted(resumed)})"
+    if reason is None:
+        # Each run's state resumed into its own trainer first: the network is made from those.
+        together = registry.resolve(registry.architecture(first.config.architecture).seeds_together)
+        try:
+            together([job_.setup.model for job_ in jobs])
+        except ValueError as err:
+            reason = str(err)
+    if reason is not None:
+        note = f"seeds {seeds} trained one after another in one process, not as one network: {reason}"
+        summaries = []
+        for index in range(len(seeds)):
+            current = jobs[index] if index < len(jobs) else job(index)
+            current.started = time.perf_counter()
+            summaries.append(train_run(current, note if len(seeds) > 1 else None))
+            if index < len(jobs):
+                jobs[index] = None  # its data and model are no longer needed
+        return summaries
+    return SeedGroup(jobs, together).train()
+
+
+class SeedGroup:
+    """S runs of one configuration trained as one network (their architecture's
+    `seeds_together`, e.g. `lipnorm.nn.seeds.SeedBatchedGAT`).
+
+    Each run's own `Trainer` (`RunDirectory.trainer`, its separate model and optimizer)
+    holds its state where the run starts, saves and ends: the batched network and
+    optimizer are made from them (`_from_runs`) and written back to them (`_to_runs`).
+    """
+
+    def __init__(self, jobs: Sequence[RunDirectory], together: Callable[[list[torch.nn.Module]], torch.nn.Module]):
+        """`together(models)`: the architecture's `seeds_together` network of the runs' models."""
+        self.jobs, self.together = list(jobs), together
+        first = self.jobs[0]
+        self.config = first.config
+        setup = first.setup
+        self.graph, self.labels, self.splits = setup.graph, setup.labels, setup.splits
+        self.metric, self.loss_fn = setup.dataset.metric, first.trainer.loss_fn
+        features = [job.setup.features for job in self.jobs]
+        # One (N, F) input where the seeds' masks agree (e.g. 100 % missing features).
+        same = all(torch.equal(features[0], other) for other in features[1:])
+        self.features = features[0] if same else torch.stack(features)
+        self.active = [True] * len(self.jobs)  # still training
+        self.retired: set[int] = set()  # diverged: their part of the network is zeroed
+
+    # --- state: the runs' trainers <-> the batched network ------------------------------
+
+    def _parameter_views(self, seed: int) -> list[tuple[torch.nn.Parameter, torch.nn.Parameter, Any]]:
+        """`(run's parameter, batched parameter, index)` for every parameter of run `seed`,
+        in the order of its `GradientNorms.params`."""
+        views = self.model.seed_views(seed)
+        trainer = self.jobs[seed].trainer
+        names = {param: name for name, param in trainer.model.named_parameters()}
+        return [(param, *views[names[param]]) for param in trainer.gradient_norms.params]
+
+    def _from_runs(self) -> None:
+        """The batched network, optimizer and random streams from the runs' trainers."""
+        trainers = [job.trainer for job in self.jobs]
+        self.model = self.together([trainer.model for trainer in trainers])
+        self.model.set_generators([job.torch_state for job in self.jobs])
+        optimizer = trainers[0].optimizer
+        self.optimizer = torch.optim.Adam(self.model.parameters(), **{
+            key: value for key, value in optimizer.param_groups[0].items() if key != "params"
+        })
+        self.views = [self._parameter_views(seed) for seed in range(len(self.jobs))]
+        for batched in self.model.parameters():
+            parts = [
+                (trainers[seed].optimizer.state.get(param), index)
+                for seed, views in enumerate(self.views) for param, tensor, index in views if tensor is batched
+            ]
+            if all(state is None or not state for state, _ in parts):
+                continue
+            state = {"step": parts[0][0]["step"].clone()}
+            for key in ("exp_avg", "exp_avg_sq"):
+                buffer = torch.zeros_like(batched)
+                for part, index in parts:
+                    buffer[index] = part[key]
+                state[key] = buffer
+            self.optimizer.state[batched] = state
+        self.output_norms: list[torch.Tensor] = []
+        for layer in self.model.layers:
+            layer.register_forward_hook(self._keep_output_norms)
+
+    def _to_runs(self) -> None:
+        """The runs' trainers (models, optimizers, torch streams) from the batched ones."""
+        for seed, job in enumerate(self.jobs):
+            if seed in self.retired:
+                continue  # ended at its divergence: its trainer keeps that epoch's state
+            job.trainer.model.load_state_dict(self.model.seed_state_dict(seed))
+            for param, batched, index in self.views[seed]:
+                state = self.optimizer.state.get(batched)
+                if state:
+                    job.trainer.optimizer.state[param] = {
+                        "step": state["step"].clone(),
+                        "exp_avg": state["exp_avg"][index].clone(),
+                        "exp_avg_sq": state["exp_avg_sq"][index].clone(),
+                    }
+            job.torch_state = self.model.generators[seed].get_state()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _streams_of(job: RunDirectory):
+        """torch's global stream in `job`'s state meanwhile: what its saved state records
+        as its "torch" stream, the one its separate run draws from."""
+        global_state = torch.get_rng_state()
+        torch.set_rng_state(job.torch_state)
+        try:
+            yield
+        finally:
+            torch.set_rng_state(global_state)
+
+    def _save(self, jobs: Sequence[RunDirectory]) -> None:
+        """Each of `jobs`' training states, as its separate run saves it."""
+        self._to_runs()
+        for job in jobs:
+            with self._streams_of(job):
+                job.save(job.history)
+
+    def _retire(self, seed: int) -> None:
+        """Seed `seed` diverged: its part of the network and of Adam's state is zeroed,
+        so that it stays finite while the others train on (no gradient reaches it)."""
+        self.active[seed] = False
+        self.retired.add(seed)
+        with torch.no_grad():
+            for name, (tensor, index) in self.model.seed_views(seed).items():
+                if name.endswith("running_var"):
+                    tensor[index] = 1.0
+                elif tensor.is_floating_point():
+                    tensor[index] = 0.0
+                    state = self.optimizer.state.get(tensor)
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        if state:
+                            state[key][index] = 0.0
+
+    # --- an epoch ------------------------------------------------------------------------
+
+    def _keep_output_norms(self, module, inputs, output) -> None:
+        if self.model.training:  # the separate runs' OutputNorms: the training forward's
+            seeds = len(self.jobs)
+            self.output_norms.append(
+                torch.linalg.vector_norm(output.detach().reshape(output.shape[0], seeds, -1), dim=(0, 2))
+            )
+
+    def _per_seed_loss(self, logits: torch.Tensor, split: int) -> torch.Tensor:
+        """`(S,)` each seed's mean loss on the rows of `split`."""
+        rows = self.splits[split]
+        selected = logits.index_select(1, rows)
+        labels = self.labels.index_select(0, rows)
+        return torch.stack([self.loss_fn(seed_logits, labels) for seed_logits in selected])
+
+    def _train_step(self) -> list[StepResult]:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.output_norms.clear()
+        losses = self._per_seed_loss(self.model(self.graph, self.features), 0)
+        losses[torch.tensor(self.active)].sum().backward()
+        output_norms = torch.stack(self.output_norms).double()  # (layers, S)
+        steps = []
+        for seed, job in enumerate(self.jobs):
+            if not self.active[seed]:
+                steps.append(None)
+                continue
+            grads = [
+                None if batched.grad is None else batched.grad[index] for _, batched, index in self.views[seed]
+            ]
+            steps.append(StepResult(losses[seed].detach(), job.trainer.gradient_norms.of(grads), output_norms[:, seed]))
+        self.optimizer.step()
+        return steps
+
+    @torch.no_grad()
+    def _evaluate(self) -> torch.Tensor:
+        """`(S, 4)`: each seed's `(val_loss, train, val, test metric)`, as `Trainer.evaluate`."""
+        self.model.eval()
+        logits = self.model(self.graph, self.features)
+        val_losses = self._per_seed_loss(logits, 1)
+        rows = [self.labels.index_select(0, split) for split in self.splits]
+        return torch.stack([
+            torch.stack([val_losses[seed].double(), *(
+                compute_metric(self.metric, seed_logits.index_select(0, split), labels)
+                for split, labels in zip(self.splits, rows)
+            )])
+            for seed, seed_logits in enumerate(logits)
+        ])
+
+    def train(self) -> list[dict[str, Any]]:
+        """Train every seed to its end and write its run directory; the summaries."""
+        with contextlib.ExitStack() as stack:
+            for job in self.jobs:
+                job.time_share = 1 / len(self.jobs)
+                job.open(stack)  # resumes its saved state, if any, into its trainer
+                job.logger.info(
+                    "trained together with seeds %s as one network (lipnorm.seed_group)",
+                    [other.config.seed for other in self.jobs],
+                )
+                if job.history.finished:
+                    self.active[self.jobs.index(job)] = False
+            self._from_runs()
+            with run_state.StopSignals() as stop:
+                self._loop(stop)
+            if stop.requested:
+                self._to_runs()
+                interrupted = []
+                for job in self.jobs:
+                    if not job.history.finished:
+                        with self._streams_of(job):
+                            interrupted.append(job.interrupted(stop))
+                if interrupted:
+                    raise interrupted[0]
+            self._to_runs()
+            summaries = []
+            for job in self.jobs:
+                if needs_last_stats(job.config, job.history, None):
+                    job.trainer.evaluate(layer_stats=True)
+                    job.history.layerstats += job.trainer.layer_stats.rows(job.history.metrics[-1]["epoch"])
+                job.trainer.output_norms.remove()
+                job.trainer.layer_stats.remove()
+                summaries.append(job.finish())
+        for job in self.jobs:
+            job.state_file.unlink(missing_ok=True)
+        return summaries
+
+    def _loop(self, stop: run_state.StopSignals) -> None:
+        config = self.config
+        bar = progress_bar(config, self.jobs[0].history, label=f"train {len(self.jobs)} seeds")
+        for epoch in bar:
+            if not any(self.active):
+                break
+            epoch_start = time.perf_counter()
+            lr = self.optimizer.param_groups[0]["lr"]
+            with_stats = logged_epoch(config, epoch) and config.layer_stats
+            steps = self._train_step()
+            if with_stats:  # the layer statistics of each seed's own network, as its run measures them
+                self._to_runs()
+                evaluations = [
+                    job.trainer.evaluate(layer_stats=True) if self.active[seed] else None
+                    for seed, job in enumerate(self.jobs)
+                ]
+            else:
+                evaluations = list(self._evaluate())
+            share = (time.perf_counter() - epoch_start) / sum(self.active)
+            for seed, job in enumerate(self.jobs):
+                if not self.active[seed]:
+                    continue
+                step = gather(steps[seed], evaluations[seed])
+                ended = record_epoch(config, job.trainer, job.history, epoch, step, lr, share, with_stats, job.logger)
+                if ended:
+                    if job.history.diverged_epoch is not None:
+                        self._retire(seed)
+                    self.active[seed] = False
+            bar.set_postfix(seeds=sum(self.active), refresh=False)
+            if stop.requested:
+                break
+            if epoch % config.save_every == 0 and any(self.active):
+                self._save([job for seed, job in enumerate(self.jobs) if self.active[seed]])
+        bar.close()

@@ -1,0 +1,243 @@
+"""`lipnorm train --seeds`: S seeds in one process write the S run directories that S
+separate runs write (`lipnorm.seed_group`), trained as one network where the
+architecture has one (`seeds_together`), else one after another, saying why; a group
+stopped by a signal resumes each of its runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lipnorm import cli, registry, run_state, seed_group, train
+from lipnorm.train import TrainConfig
+
+TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
+FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
+# Summation order differs between the batched and the separate networks: float32 rounding,
+# which a BatchNorm over near-constant columns magnifies epoch by epoch (hence few epochs).
+TOLERANCE = {"metrics": 1e-5, "gradnorms": 1e-5, "outnorms": 1e-4, "layerstats": 1e-4}
+
+
+def literature(tmp_path: Path, **settings) -> TrainConfig:
+    """The literature GAT (recipe dgn) on a tiny CSBM graph, every epoch logged."""
+    base = dict(
+        dataset="csbm", csbm=TINY_CSBM, recipe="dgn", depth=3, epochs=6, grad_log_every=2,
+        data_root=str(tmp_path / "datasets"), missing_rate=50,
+    )
+    return TrainConfig(**{**base, **settings})
+
+
+def separate_runs(config: TrainConfig, seeds, root: Path) -> list[Path]:
+    outs = []
+    for seed in seeds:
+        out = root / "alone" / f"s{seed}"
+        train.run(dataclasses.replace(config, seed=seed), out)
+        outs.append(out)
+    return outs
+
+
+def assert_same_run(together: Path, alone: Path) -> None:
+    """The two run directories hold the same numbers, row by row."""
+    assert sorted(path.name for path in together.iterdir()) == sorted(path.name for path in alone.iterdir())
+    for name in FRAMES:
+        ours, theirs = (pd.read_parquet(path / f"{name}.parquet") for path in (together, alone))
+        assert list(ours.columns) == list(theirs.columns) and len(ours) == len(theirs) > 0, name
+        for column in ours.columns:
+            if column == "seconds":
+                continue
+            if ours[column].dtype.kind == "f":
+                np.testing.assert_allclose(
+                    ours[column], theirs[column], rtol=TOLERANCE[name], atol=1e-7, err_msg=f"{name}.{column}"
+                )
+            else:
+                assert ours[column].tolist() == theirs[column].tolist(), f"{name}.{column}"
+    ours, theirs = (json.loads((path / "summary.json").read_text()) for path in (together, alone))
+    for key in ("status", "diverged_epoch", "best_epoch", "epochs_run", "num_params", "metric"):
+        assert ours[key] == theirs[key], key
+    assert ours["test_metric"] == pytest.approx(theirs["test_metric"], rel=1e-6)
+    assert ours["config"] == theirs["config"]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"model": "gat"},
+        {"model": "gat-lip"},
+        {"model": "gat-batchnorm"},
+        {"model": "gat-lip-batchnorm", "epochs": 3},
+        {"model": "gat-pairnorm"},
+        {"model": "gat-lip-dgn"},
+        {"model": "gat-dgn", "missing_rate": 100},
+        {"model": "gat-lip", "residual": True, "depth": 4},
+        {"model": "gat", "initial_residual": 0.1, "depth": 4},
+        {"model": "gat-lip", "depth": 1},
+    ],
+    ids=lambda settings: "-".join(f"{value}" for value in settings.values()),
+)
+def test_seeds_together_write_the_separate_runs(tmp_path, settings):
+    """Every remedy the batched network holds, LipschitzNorm on and off, per-seed masks
+    (missing rate 50) and one shared input (100): the same selected epoch, metrics,
+    gradient and output norms and layer statistics as the separate runs."""
+    config = literature(tmp_path, **settings)
+    seeds = [3, 0, 7]
+    summaries = seed_group.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
+    assert [summary["config"]["seed"] for summary in summaries] == seeds
+    for seed, alone in zip(seeds, separate_runs(config, seeds, tmp_path)):
+        together = tmp_path / "together" / f"s{seed}"
+        assert_same_run(together, alone)
+        log = (together / "train.log").read_text()
+        assert "trained together with seeds [3, 0, 7] as one network" in log
+    # Each run's time is its share of the group's.
+    assert all(summary["wall_time_s"] > 0 for summary in summaries)
+
+
+def test_dropedge_seeds_train_one_after_another_and_say_why(tmp_path):
+    config = literature(tmp_path, model="gat-batchnorm", dropedge=0.3, epochs=4)
+    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
+        together = tmp_path / "together" / f"s{seed}"
+        assert_same_run(together, alone)
+        assert (
+            "seeds [0, 1] trained one after another in one process, not as one network: "
+            "DropEdge (0.3) draws a different graph for each seed"
+        ) in (together / "train.log").read_text()
+
+
+def test_an_architecture_without_seeds_together_falls_back(tmp_path, monkeypatch):
+    """A plugin's architecture that registers no `seeds_together` (here: GAT's entry
+    without it) gets its seeds trained one after another, with its reason logged."""
+    entry = registry.architecture("gat")
+    monkeypatch.setitem(registry.ARCHITECTURES, "gat", dataclasses.replace(entry, seeds_together=None))
+    config = literature(tmp_path, model="gat-lip", epochs=3)
+    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
+        together = tmp_path / "together" / f"s{seed}"
+        assert_same_run(together, alone)
+        assert "architecture 'gat' registers no seeds_together network" in (together / "train.log").read_text()
+
+
+def test_a_network_the_factory_refuses_falls_back_with_its_reason(tmp_path):
+    """The lipnorm recipe's DeepGAT has no seed-batched form: one after another."""
+    config = literature(tmp_path, recipe="lipnorm", model="gat", heads=2, hidden=4, epochs=2)
+    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    log = (tmp_path / "together" / "s1" / "train.log").read_text()
+    assert "cannot batch these seeds: DeepGAT is not the literature GAT (recipe dgn)" in log
+
+
+def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypatch):
+    """Seed 1's weights made NaN before its third step: its run ends there, diverged,
+    with its first two epochs; seed 0's run is its separate run's in every number,
+    untouched by the other's NaN (no operation mixes the seeds)."""
+    config = literature(tmp_path, model="gat-lip-dgn", epochs=5)
+    real_step = seed_group.SeedGroup._train_step
+    calls = {"n": 0}
+
+    def poison_then_step(self):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            tensor, index = self.model.seed_views(1)["layers.1.fc.weight"]
+            with torch.no_grad():
+                tensor[index] = float("nan")
+        return real_step(self)
+
+    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", poison_then_step)
+    summaries = seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
+    assert summaries[1]["diverged_epoch"] == 3 and summaries[1]["epochs_run"] == 2
+    alone = separate_runs(config, [0, 1], tmp_path)
+    assert_same_run(tmp_path / "together" / "s0", alone[0])
+    ours, theirs = (pd.read_parquet(path / "metrics.parquet") for path in (tmp_path / "together" / "s1", alone[1]))
+    np.testing.assert_allclose(ours["val_loss"], theirs["val_loss"][:2], rtol=1e-5)
+    assert "diverged at epoch 3" in (tmp_path / "together" / "s1" / "train.log").read_text()
+
+
+def test_a_stopped_group_resumes_each_run(tmp_path, monkeypatch):
+    """SIGTERM during the group: every run saves its state and no directory is written;
+    the same call resumes each and writes what an uninterrupted group writes."""
+    config = literature(tmp_path, model="gat-batchnorm", epochs=6, save_every=2)
+    pattern = str(tmp_path / "together" / "s{seed}")
+    real_step = seed_group.SeedGroup._train_step
+    calls = {"n": 0}
+
+    def step_then_signal(self):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_step(self)
+
+    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", step_then_signal)
+    with pytest.raises(run_state.RunInterrupted) as stopped:
+        seed_group.run_seeds(config, [0, 1], pattern)
+    assert stopped.value.epoch == 3
+    for seed in (0, 1):
+        assert run_state.state_path(pattern.replace("{seed}", str(seed))).exists()
+        assert not Path(pattern.replace("{seed}", str(seed))).exists()
+    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", real_step)
+    summaries = seed_group.run_seeds(config, [0, 1], pattern)
+    assert [summary["resumed_from_epochs"] for summary in summaries] == [[3], [3]]
+    for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
+        together = Path(pattern.replace("{seed}", str(seed)))
+        assert_same_run(together, alone)
+        assert not run_state.state_path(together).exists()
+        assert "resuming after epoch 3" in (together / "train.log").read_text()
+
+
+def test_a_separate_run_resumes_a_state_its_group_saved(tmp_path, monkeypatch):
+    """A group's saved state is a separate run's: `lipnorm train --seed 1` resumes it."""
+    config = literature(tmp_path, model="gat-dgn", epochs=5)
+    pattern = str(tmp_path / "together" / "s{seed}")
+    real_step = seed_group.SeedGroup._train_step
+    calls = {"n": 0}
+
+    def step_then_signal(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_step(self)
+
+    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", step_then_signal)
+    with pytest.raises(run_state.RunInterrupted):
+        seed_group.run_seeds(config, [0, 1], pattern)
+    resumed = train.run(dataclasses.replace(config, seed=1), pattern.replace("{seed}", "1"))
+    assert resumed["resumed_from_epochs"] == [2]
+    (alone,) = separate_runs(config, [1], tmp_path)
+    assert_same_run(Path(pattern.replace("{seed}", "1")), alone)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seeds", "0,1", "--out", "runs/fixed"], r"--out 'runs/fixed' must contain \{seed\} to name each of the seeds \[0, 1\]"),
+        (["--seeds", "0,1", "--seed", "2", "--out", "runs/s{seed}"], "--seed and --seeds exclude each other"),
+        (["--seeds", "0,x", "--out", "runs/s{seed}"], "'0,x' is not a comma-separated list of integer seeds"),
+        (["--seeds", "0,1,0", "--out", "runs/s{seed}"], r"seeds \[0, 1, 0\] repeat \[0\]: each seed is one run"),
+        (["--seeds", "0,1", "--mask", "m.npy", "--out", "runs/s{seed}"], r"--mask 'm.npy' must contain \{seed\}"),
+    ],
+)
+def test_bad_seed_settings_are_refused_before_anything_runs(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dataset", "csbm", *argv])
+    assert exited.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cli_trains_seeds_together(tmp_path):
+    out = tmp_path / "runs" / "s{seed}"
+    assert cli.main([
+        "train", "--dataset", "csbm", "--csbm", TINY_CSBM, "--recipe", "dgn", "--model", "gat-lip",
+        "--depth", "2", "--epochs", "2", "--missing-rate", "100", "--data-root", str(tmp_path / "datasets"),
+        "--seeds", "0,1", "--out", str(out),
+    ]) == 0
+    for seed in (0, 1):
+        summary = json.loads((tmp_path / "runs" / f"s{seed}" / "summary.json").read_text())
+        assert summary["config"]["seed"] == seed and summary["epochs_run"] == 2
