@@ -36,6 +36,7 @@ PRESETS = {
     "literature-pilot": REPO / "config" / "presets" / "literature-pilot.yaml",
     "literature-cora": REPO / "config" / "presets" / "literature-cora.yaml",
     "literature-citeseer": REPO / "config" / "presets" / "literature-citeseer.yaml",
+    "literature-pilot-citeseer": REPO / "config" / "presets" / "literature-pilot-citeseer.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -72,14 +73,15 @@ def expected_job_counts(config: dict) -> dict[str, int]:
     from lipnorm.tables import TABLES
 
     experiments = config["experiments"]
-    trains, masks, downloads = 0, set(), set()
-    grids = [
-        block["grid"]
+    trains, seed_lists, masks, downloads = 0, 0, set(), set()
+    blocks = [
+        block
         for name, spec in experiments.items()
         if name != "lipschitz"
         for block in (spec["arms"].values() if "arms" in spec else [spec])
     ]
-    for g in grids:
+    for block in blocks:
+        g = block["grid"]
         # Values equal as numbers (1 and 1.0) are one grid point. attention_norms and norms
         # replace those parts of every model (gat x [none, lip] x [dgn]: gat-dgn, gat-lip-dgn).
         models = {
@@ -89,13 +91,21 @@ def expected_job_counts(config: dict) -> dict[str, int]:
             for norm in g.get("norms", [model])
         }
         axes = [set(g["datasets"]), models, *(set(g[k]) for k in ("depths", "alphas", "missing_rates", "seeds"))]
-        trains += len(list(itertools.product(*axes)))
+        runs = len(list(itertools.product(*axes)))
+        # Seeds trained as one network, one job per seed list (rule train_seeds): the
+        # literature GAT (recipe dgn) without DropEdge, in these presets.
+        settings = {**(config.get("train") or {}), **(block.get("train") or {})}
+        if len(axes[5]) > 1 and settings.get("recipe") == "dgn" and not settings.get("dropedge"):
+            seed_lists += runs // len(axes[5])
+        else:
+            trains += runs
         masks |= set(itertools.product(axes[0], axes[4], axes[5]))
         downloads |= axes[0] - {"csbm"}
     counts = {
         "download": len(downloads),
         "mask": len(masks),
         "train": trains,
+        "train_seeds": seed_lists,
         "run_list": sum(name != "lipschitz" for name in experiments),
         "aggregate": sum(name != "lipschitz" for name in experiments),
         "probe": int("lipschitz" in experiments),
@@ -280,7 +290,7 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 @pytest.mark.parametrize(
     "preset",
     ["smoke", "default", "deep", "diagnose", "remedies-cora", "remedies-citeseer", "literature-pilot", "literature-cora",
-     "literature-citeseer"],
+     "literature-citeseer", "literature-pilot-citeseer"],
 )
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
@@ -731,7 +741,9 @@ def test_literature_presets_cross_every_remedy_with_gat_and_gat_lip_under_the_dg
     from lipnorm import remedies
 
     assert list(experiment["arms"]) == list(remedies.REMEDIES)
-    assert expected_job_counts(preset)["train"] == 7 * 2 * 14 * 5
+    # DropEdge's runs one job each; the other six remedies' one job per seed list.
+    counts = expected_job_counts(preset)
+    assert (counts["train"], counts["train_seeds"]) == (2 * 14 * 5, 6 * 2 * 14)
     published = {entry.depth for (_, name), entry in remedies.PUBLISHED.items() if name == dataset}
     for arm in experiment["arms"].values():
         grid = arm["grid"]
@@ -744,7 +756,7 @@ def test_literature_presets_cross_every_remedy_with_gat_and_gat_lip_under_the_dg
 def test_literature_pilot_is_gat_at_depths_2_to_8_and_gat_lip_at_the_published_ones():
     preset = load_preset("literature-pilot")
     arms = preset["experiments"]["remedies"]["arms"]
-    assert expected_job_counts(preset)["train"] == 4 * 7 * 5 + 4 * 3 * 5
+    assert expected_job_counts(preset)["train_seeds"] == 4 * 7 + 4 * 3
     for name, arm in arms.items():
         grid = arm["grid"]
         assert arm["train"] == {"recipe": "dgn"} and grid["datasets"] == ["cora"]
@@ -752,3 +764,48 @@ def test_literature_pilot_is_gat_at_depths_2_to_8_and_gat_lip_at_the_published_o
             assert grid["attention_norms"] == ["lip"] and grid["depths"] == [2, 5, 8]
         else:
             assert grid["attention_norms"] == ["none"] and grid["depths"] == list(range(2, 9))
+
+
+@pytest.mark.slow
+def test_a_seed_group_job_writes_every_seed_and_its_retry_resumes_each(tmp_path):
+    """recipe dgn, three seeds: one train_seeds job (`lipnorm train --seeds`) writes the
+    three run directories; SIGTERM stops it after each run saved its state, and the retry
+    resumes every run from its own state."""
+    from lipnorm import run_state
+
+    run_grid = {"datasets": ["csbm"], "models": ["gat-lip-batchnorm"], "depths": [2], "alphas": [1],
+                "missing_rates": [100], "seeds": [0, 1, 2]}
+    config = {
+        "results": "results", "resources": "resources", "data": {"mirror": None},
+        "datasets": {"csbm": {"nodes": 60, "classes": 3, "feature_dim": 8, "avg_degree": 4}},
+        "experiments": {"depth": {"grid": run_grid, "train": {"recipe": "dgn", "epochs": 400, "save_every": 25}}},
+    }
+    subdirs = grid.run_subdirs(run_grid)
+    relative = [f"results/depth/runs/{subdir}" for subdir in subdirs]
+    states = [run_state.state_path(tmp_path / run_dir) for run_dir in relative]
+    cmd = snakemake_cmd(tmp_path, "--configfile", write_config(tmp_path / "seeds.yaml", config),
+                        "--retries", "1", "--cores", "1", *(f"{run_dir}/summary.json" for run_dir in relative))
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(state.exists() for state in states):
+            assert proc.poll() is None, f"snakemake ended before the first save:\n{proc.stdout.read()}"
+            assert time.monotonic() < deadline, "no training states within 120 s"
+            time.sleep(0.005)
+        (trainer,) = processes_with("--seeds\x000,1,2\x00")
+        os.kill(trainer, signal.SIGTERM)
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output
+    assert "exit status 143" in output and "train_seeds" in output, output
+    resumed = set()
+    for run_dir, state in zip(relative, states):
+        summary = json_load(tmp_path / run_dir / "summary.json")
+        assert summary["epochs_run"] == 400 and len(summary["resumed_from_epochs"]) == 1 and not state.exists()
+        resumed.add(summary["resumed_from_epochs"][0])
+        assert "trained together with seeds [0, 1, 2] as one network" in (tmp_path / run_dir / "train.log").read_text()
+    (epoch,) = resumed  # the seeds stopped, and resumed, after the same epoch
+    assert 25 <= epoch < 400
+    log = tmp_path / "results" / "depth" / "logs" / "runs" / subdirs[0].rsplit("/", 1)[0] / "seeds-0-1-2.log"
+    assert f"resuming after epoch {epoch} from the training state" in log.read_text()

@@ -29,12 +29,13 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from lipnorm import registry, run_state
+from lipnorm.nn.models import build_model
 from lipnorm.train import (
     RunDirectory,
     logged_epoch,
@@ -46,9 +47,13 @@ from lipnorm.train import (
 from lipnorm.train_config import TrainConfig
 from lipnorm.trainer import StepResult, compute_metric, gather
 
-__all__ = ["SEED_FIELD", "run_seeds", "seed_paths", "SeedGroup", "why_not_together"]
+__all__ = ["SEED_FIELD", "SEED_GROUPINGS", "run_seeds", "seed_paths", "SeedGroup", "why_not_together", "workflow_seed_groups"]
 
 SEED_FIELD = "{seed}"
+# What the workflow gives one job (config `seed_groups`): the seeds of a run that trains
+# them as one network ("together", the default), the seeds of every run ("all": one
+# start-up, seeds one after another where they cannot be one network), or one seed ("none").
+SEED_GROUPINGS = ("together", "all", "none")
 
 
 def seed_paths(pattern: str, seeds: Sequence[int], what: str) -> list[str]:
@@ -68,9 +73,10 @@ def _check_seeds(seeds: Sequence[int]) -> list[int]:
     return seeds
 
 
-def why_not_together(config: TrainConfig) -> str | None:
-    """None if nothing in `config` (resolved) keeps its seeds from being one network
-    (its architecture's `seeds_together` may still refuse its models); else why not."""
+def why_not_together(config: TrainConfig, models: Sequence[torch.nn.Module] | None = None) -> str | None:
+    """None if the seeds of `config` (resolved) can be trained as one network, the
+    architecture's `seeds_together` of `models` (the runs' networks; None: two of
+    `config`'s built on 4 features and 2 classes, to ask it); else why not, a sentence."""
     reasons = [
         (config.dropedge > 0, f"DropEdge ({config.dropedge}) draws a different graph for each seed"),
         (config.batching != "full", f"batching {config.batching!r}: its batches differ per seed"),
@@ -85,7 +91,53 @@ def why_not_together(config: TrainConfig) -> str | None:
     architecture = registry.architecture(config.architecture)
     if architecture.seeds_together is None:
         return f"architecture {architecture.name!r} registers no seeds_together network (lipnorm.registry)"
+    if models is None:
+        with torch.random.fork_rng(devices=[]):  # the caller's streams stay as they are
+            models = [build_model(config.model_config(4, 2).resolved()) for _ in range(2)]
+    try:
+        registry.resolve(architecture.seeds_together)(list(models))
+    except ValueError as err:
+        return str(err)
     return None
+
+
+def workflow_seed_groups(config: Mapping[str, Any]) -> tuple[tuple[int, ...], list[str]]:
+    """`(seeds, run groups)`: the run groups (experiments or arms, `lipnorm.grid.run_groups`)
+    of a workflow config whose runs the workflow trains one job per seed list (`lipnorm
+    train --seeds`), and that seed list, as config `seed_groups` says (default
+    "together"; see `SEED_GROUPINGS`).
+
+    Grouped are the run groups with the seed list most of them have (two seeds or more;
+    one list, so that one rule, `train_seeds`, serves them all), and, for "together",
+    every one of whose models trains its seeds as one network (`why_not_together` of its
+    settings; a job that the plan then gives checkpointing or cluster batches trains its
+    seeds one after another, and says so). `((), [])` where none is grouped.
+    """
+    grouping = config.get("seed_groups", "together")
+    if grouping not in SEED_GROUPINGS:
+        raise ValueError(f"seed_groups {grouping!r} is not one of {', '.join(SEED_GROUPINGS)}")
+    from lipnorm import grid
+
+    candidates: dict[str, tuple[int, ...]] = {}
+    for name, spec in grid.run_groups(config.get("experiments") or {}).items():
+        seeds = tuple(dict.fromkeys(spec["grid"]["seeds"]))
+        if grouping == "none" or len(seeds) < 2:
+            continue
+        if grouping == "together":
+            settings = {**(config.get("train") or {}), **(spec.get("train") or {})}
+            configs = [
+                TrainConfig.from_mapping({**settings, "dataset": dataset, "model": model, "depth": depth})
+                for dataset in spec["grid"]["datasets"] for model in grid.grid_models(spec["grid"])
+                for depth in spec["grid"]["depths"]
+            ]
+            if any(why_not_together(config_.resolved()) for config_ in configs):
+                continue
+        candidates[name] = seeds
+    if not candidates:
+        return (), []
+    lists = list(candidates.values())
+    seeds = max(dict.fromkeys(lists), key=lists.count)
+    return seeds, [name for name, group_seeds in candidates.items() if group_seeds == seeds]
 
 
 def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[str, Any]]:
@@ -106,20 +158,13 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
                             label=f"seed {seed}" if len(seeds) > 1 else "")
 
     first = job(0)
-    reason = why_not_together(first.config) if len(seeds) > 1 else None
-    jobs, together = [first], None
+    reason = why_not_together(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None
+    jobs = [first]
     if reason is None:
         jobs += [job(index) for index in range(1, len(seeds))]
         resumed = {(job_.saved or {}).get("history", {}).get("epochs_done", 0) for job_ in jobs}
         if len(resumed) > 1:
             reason = f"their saved states stopped after different epochs ({sorted(resumed)})"
-    if reason is None:
-        # Each run's state resumed into its own trainer first: the network is made from those.
-        together = registry.resolve(registry.architecture(first.config.architecture).seeds_together)
-        try:
-            together([job_.setup.model for job_ in jobs])
-        except ValueError as err:
-            reason = str(err)
     if reason is not None:
         note = f"seeds {seeds} trained one after another in one process, not as one network: {reason}"
         summaries = []
@@ -130,6 +175,7 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
             if index < len(jobs):
                 jobs[index] = None  # its data and model are no longer needed
         return summaries
+    together = registry.resolve(registry.architecture(first.config.architecture).seeds_together)
     return SeedGroup(jobs, together).train()
 
 

@@ -7,7 +7,7 @@ import sys
 
 from snakemake.utils import validate
 
-from lipnorm import grid, numbers, plan, registry
+from lipnorm import grid, numbers, plan, registry, seed_group
 from lipnorm.aggregate import AGGREGATE_TABLES
 from lipnorm.analysis import FIGURES
 from lipnorm.tables import TABLES
@@ -55,6 +55,15 @@ DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"
 MASK = f"{RESOURCES}/masks/{{dataset}}/rate{{rate}}_seed{{seed}}.npy"
 RUN_DIR = f"{RESULTS}/{{run_group}}/runs/{grid.RUN_SUBDIR}"
 RUN_LOG = f"{RESULTS}/{{run_group}}/logs/runs/{grid.RUN_SUBDIR}.log"
+# The run groups whose seeds one job trains (rule train_seeds, `lipnorm train --seeds`),
+# with the seed list they share; the others: one job per run (rule train).
+SEED_LIST, SEED_GROUPS = seed_group.workflow_seed_groups(config)
+SEPARATE_GROUPS = [group for group in RUN_GROUPS if group not in SEED_GROUPS]
+# A run directory but its seed's part: a train_seeds job writes every seed's below it,
+# and logs beside them.
+SEEDS_SUBDIR = grid.RUN_SUBDIR.rsplit("/", 1)[0]
+SEEDS_DIR = f"{RESULTS}/{{run_group}}/runs/{SEEDS_SUBDIR}"
+SEEDS_LOG = f"{RESULTS}/{{run_group}}/logs/runs/{SEEDS_SUBDIR}/seeds-{'-'.join(map(str, SEED_LIST))}.log"
 # Every run directory of an experiment (all its arms), one per line: `lipnorm aggregate
 # --runs-from` reads it.
 RUN_LIST = f"{RESULTS}/{{experiment}}/aggregate/run_dirs.txt"
@@ -126,6 +135,63 @@ def train_args(wildcards):
     and what the plan added (checkpoint, cluster batches)."""
     settings = planned_job(wildcards).settings
     return " ".join(filter(None, [PLUGIN_ARGS, grid.option_args(settings)]))
+
+
+def seed_jobs(wildcards):
+    """The planned jobs of a train_seeds job's runs, one per seed of SEED_LIST."""
+    return [
+        TRAIN_PLAN[
+            wildcards.run_group,
+            grid.RUN_SUBDIR.format(**dict(wildcards.items()), seed=seed),
+        ]
+        for seed in SEED_LIST
+    ]
+
+
+def seeds_args(wildcards):
+    """The settings of a train_seeds job: its first seed's (the plan gives them all
+    the same, but for the seed)."""
+    settings = seed_jobs(wildcards)[0].settings
+    return " ".join(filter(None, [PLUGIN_ARGS, grid.option_args(settings)]))
+
+
+def seeds_mem_mb(wildcards, attempt):
+    """The sum of its runs' memory (lipnorm.plan.Job.mem_mb): S networks side by side."""
+    return sum(job.mem_mb(attempt) for job in seed_jobs(wildcards))
+
+
+def seeds_runtime(wildcards, attempt):
+    """The sum of its runs' minutes: an upper bound (as one network they take less)."""
+    return sum(job.runtime_min(attempt) for job in seed_jobs(wildcards))
+
+
+# Run files of every seed of SEED_LIST below a SEEDS_DIR.
+SEED_FILES = {
+    name: expand(
+        f"{SEEDS_DIR}/s{{seed}}/{name}.{ext}", seed=SEED_LIST, allow_missing=True
+    )
+    for name, ext in [
+        ("summary", "json"),
+        ("metrics", "parquet"),
+        ("gradnorms", "parquet"),
+        ("outnorms", "parquet"),
+        ("layerstats", "parquet"),
+    ]
+}
+
+
+def seeds_out(wildcards):
+    """`lipnorm train --seeds --out`: the run directories, `{seed}` left for it to fill."""
+    return os.path.join(SEEDS_DIR.format(**dict(wildcards.items())), "s{seed}")
+
+
+def seeds_mask(wildcards):
+    """`lipnorm train --seeds --mask`: the masks, `{seed}` left for it to fill."""
+    return MASK.format(**dict(wildcards.items()), seed="{seed}")
+
+
+def seed_masks(wildcards):
+    return [MASK.format(**dict(wildcards.items()), seed=seed) for seed in SEED_LIST]
 
 
 def train_mem_mb(wildcards, attempt):
