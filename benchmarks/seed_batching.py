@@ -1,12 +1,19 @@
-"""S seeds trained together against S separate networks, side by side in one process.
+"""The literature protocol's epoch, per seed: today's path, the lean path, S seeds together.
 
-Question: what does one epoch of the literature protocol's network (`--recipe dgn`: Cora,
-1 x 16, 100 % missing features) cost per seed when S seeds are one `SeedBatchedGAT`,
-against S separate `LiteratureGAT`s stepped one after the other? An epoch is what a run
-does: a training step (forward, loss, backward, Adam) and an evaluation forward. The two
-alternate, round by round, so that a change of the shared machine's load falls on both.
+Question (issue: grids of small runs): what does one epoch of the literature protocol's
+network (`--recipe dgn`: Cora, 1 x 16, 100 % missing features) cost per seed
 
-    python benchmarks/seed_batching.py --depth 10 --seeds 5 --rounds 8
+- on the path of 2026-12-04 morning ("dense": the first layer drops out and projects
+  the whole (N, F) input, as `LiteratureGAT` did before `lipnorm.nn.row_pruned`),
+- on the lean path ("lean": `LiteratureGAT` now, the first layer on its non-zero rows),
+- with S seeds as one `SeedBatchedGAT` ("together", what `lipnorm train --seeds` trains),
+
+and what LipschitzNorm adds on each (GAT-Lip / GAT)? An epoch is what a run does: a
+training step (forward, loss, backward, Adam) and an evaluation forward. The paths
+alternate round by round in one process, so that a change of the machine's load falls
+on all of them; each is timed on S seeds (the separate ones one after another).
+
+    python benchmarks/seed_batching.py --depth 10 --seeds 5 --rounds 8 --mirror ../shared/datasets
 """
 from __future__ import annotations
 
@@ -21,19 +28,41 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import data
-from lipnorm.nn.models import ModelConfig, build_model
+from lipnorm.nn.models import LiteratureGAT, ModelConfig, build_model
+from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.seeds import SeedBatchedGAT
 from lipnorm.recipes import recipe_defaults
+
+
+class DenseInputGAT(LiteratureGAT):
+    """`LiteratureGAT` as it was before the row-pruned first layer: dropout and projection
+    of the whole input."""
+
+    def forward(self, graph, feat):
+        norms = self._norms()
+        last = len(self.layers) - 1
+        h, h0 = feat, None
+        for i, layer in enumerate(self.layers):
+            if i == 0 or i == last:
+                h = F.dropout(h, p=self.feat_drop, training=self.training)
+            h = layer(graph, h).flatten(1)
+            if h0 is not None and self.initial_residual and i < last:
+                h = initial_residual(h, h0, self.initial_residual)
+            if norms is not None:
+                h = norms[i](graph, h)
+            h = F.relu(h)
+            if i == 0:
+                h0 = h
+        return h
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="cora")
-    parser.add_argument("--model", default="gat")
     parser.add_argument("--norm", default="none")
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=20, help="epochs timed per round and path")
+    parser.add_argument("--epochs", type=int, default=10, help="epochs timed per round, path and seed")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--data-root", default="resources/datasets")
     parser.add_argument("--mirror", default=None)
@@ -44,64 +73,91 @@ def main() -> None:
     features = data.apply_missing_features(dataset.features, mask)
     graph, labels = dataset.graph, dataset.labels
     train_rows = torch.nonzero(dataset.train_mask).squeeze(1)
-    settings = recipe_defaults("dgn", args.depth, args.dataset, 100.0)
-    cfg = ModelConfig(
-        model=args.model, in_feats=features.shape[1], num_classes=dataset.num_classes, depth=args.depth,
-        heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
-        attn_drop=settings["attn_drop"], batchnorm_momentum=settings["batchnorm_momentum"],
-        dgn_skip_weight=settings["dgn_skip_weight"], recipe="dgn", norm=args.norm,
-    )
-    models = []
-    for seed in range(args.seeds):
-        torch.manual_seed(seed)
-        models.append(build_model(cfg))
-    batched = SeedBatchedGAT(models)
-    batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(args.seeds)])
-    optimisers = [torch.optim.Adam(m.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"]) for m in models]
-    batched_optimiser = torch.optim.Adam(batched.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"])
     train_labels = labels[train_rows]
+    settings = recipe_defaults("dgn", args.depth, args.dataset, 100.0)
 
-    def separate_epoch() -> None:
-        for model, optimiser in zip(models, optimisers):
-            model.train()
+    def models(attention_norm: str) -> list[LiteratureGAT]:
+        cfg = ModelConfig(
+            model="gat", in_feats=features.shape[1], num_classes=dataset.num_classes, depth=args.depth,
+            heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
+            attn_drop=settings["attn_drop"], batchnorm_momentum=settings["batchnorm_momentum"],
+            dgn_skip_weight=settings["dgn_skip_weight"], recipe="dgn", norm=args.norm, attention_norm=attention_norm,
+        )
+        built = []
+        for seed in range(args.seeds):
+            torch.manual_seed(seed)
+            built.append(build_model(cfg))
+        return built
+
+    def adam(parameters):
+        return torch.optim.Adam(parameters, lr=settings["lr"], weight_decay=settings["weight_decay"])
+
+    def separate_epoch(pairs):
+        def epoch() -> None:
+            for model, optimiser in pairs:
+                model.train()
+                optimiser.zero_grad()
+                F.cross_entropy(model(graph, features)[train_rows], train_labels).backward()
+                optimiser.step()
+                model.eval()
+                with torch.no_grad():
+                    model(graph, features)
+        return epoch
+
+    def together_epoch(batched, optimiser):
+        def epoch() -> None:
+            batched.train()
             optimiser.zero_grad()
-            F.cross_entropy(model(graph, features)[train_rows], train_labels).backward()
+            logits = batched(graph, features)
+            sum(F.cross_entropy(seed_logits[train_rows], train_labels) for seed_logits in logits).backward()
             optimiser.step()
-            model.eval()
+            batched.eval()
             with torch.no_grad():
-                model(graph, features)
+                batched(graph, features)
+        return epoch
 
-    def batched_epoch() -> None:
-        batched.train()
-        batched_optimiser.zero_grad()
-        logits = batched(graph, features)
-        sum(F.cross_entropy(seed_logits[train_rows], train_labels) for seed_logits in logits).backward()
-        batched_optimiser.step()
-        batched.eval()
-        with torch.no_grad():
-            batched(graph, features)
+    paths = {}
+    for attention_norm in ("none", "lip"):
+        lean = models(attention_norm)
+        dense = []
+        for model in models(attention_norm):
+            copy = DenseInputGAT.__new__(DenseInputGAT)
+            copy.__dict__.update(model.__dict__)
+            dense.append(copy)
+        batched = SeedBatchedGAT(models(attention_norm))
+        batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(args.seeds)])
+        paths["dense", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in dense])
+        paths["lean", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in lean])
+        paths["together", attention_norm] = together_epoch(batched, adam(batched.parameters()))
 
     def timed(epoch) -> float:
         start = time.perf_counter()
         for _ in range(args.epochs):
             epoch()
-        return (time.perf_counter() - start) / args.epochs
+        return 1000 * (time.perf_counter() - start) / args.epochs / args.seeds
 
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} {args.model} norm {args.norm}, "
+          f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} norm {args.norm}, "
           f"depth {args.depth}, 1 x 16, 100 % missing features, S = {args.seeds} seeds, {args.epochs} epochs a round")
-    separate_epoch(), batched_epoch()  # warm-up
-    ratios, separate_ms, batched_ms = [], [], []
+    for epoch in paths.values():
+        epoch()  # warm-up
+    times = {key: [] for key in paths}
     for round_ in range(1, args.rounds + 1):
-        separate_s, batched_s = timed(separate_epoch), timed(batched_epoch)
-        separate_ms.append(1000 * separate_s / args.seeds)
-        batched_ms.append(1000 * batched_s / args.seeds)
-        ratios.append(separate_s / batched_s)
-        print(f"round {round_}: per seed-epoch separate {separate_ms[-1]:.2f} ms, together {batched_ms[-1]:.2f} ms, "
-              f"speed-up {ratios[-1]:.2f}", flush=True)
-    print(f"median per seed-epoch: separate {statistics.median(separate_ms):.2f} ms, together "
-          f"{statistics.median(batched_ms):.2f} ms; speed-up {statistics.median(ratios):.2f} "
-          f"(range {min(ratios):.2f}-{max(ratios):.2f})")
+        for key, epoch in paths.items():
+            times[key].append(timed(epoch))
+        print(f"round {round_}: " + ", ".join(f"{path}/{norm} {times[path, norm][-1]:.1f}" for path, norm in paths),
+              flush=True)
+    print("ms per seed-epoch, median of rounds (range of the per-round ratio):")
+    for norm in ("none", "lip"):
+        dense = times["dense", norm]
+        for path in ("dense", "lean", "together"):
+            ratios = [d / t for d, t in zip(dense, times[path, norm])]
+            print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} {path:9} {statistics.median(times[path, norm]):6.1f} ms"
+                  f"  speed-up over dense {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+    for path in ("dense", "lean", "together"):
+        ratios = [lip / plain for lip, plain in zip(times[path, "lip"], times[path, "none"])]
+        print(f"  LipschitzNorm overhead, {path}: GAT-Lip / GAT {statistics.median(ratios):.2f} "
+              f"({min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":
