@@ -29,31 +29,16 @@ import torch.nn.functional as F
 
 from lipnorm import data
 from lipnorm.nn.models import LiteratureGAT, ModelConfig, build_model
-from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.seeds import SeedBatchedGAT
 from lipnorm.recipes import recipe_defaults
 
 
 class DenseInputGAT(LiteratureGAT):
-    """`LiteratureGAT` as it was before the row-pruned first layer: dropout and projection
-    of the whole input."""
+    """`LiteratureGAT` as it was before the row-pruned first layer: dropout (and then the
+    projection) of the whole input."""
 
-    def forward(self, graph, feat):
-        norms = self._norms()
-        last = len(self.layers) - 1
-        h, h0 = feat, None
-        for i, layer in enumerate(self.layers):
-            if i == 0 or i == last:
-                h = F.dropout(h, p=self.feat_drop, training=self.training)
-            h = layer(graph, h).flatten(1)
-            if h0 is not None and self.initial_residual and i < last:
-                h = initial_residual(h, h0, self.initial_residual)
-            if norms is not None:
-                h = norms[i](graph, h)
-            h = F.relu(h)
-            if i == 0:
-                h0 = h
-        return h
+    def _first_input(self, feat):
+        return F.dropout(feat, p=self.feat_drop, training=self.training)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ stopped by a signal resumes each of its runs."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -160,28 +161,36 @@ def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypat
     assert "diverged at epoch 3" in (tmp_path / "together" / "s1" / "train.log").read_text()
 
 
-def test_a_stopped_group_resumes_each_run(tmp_path, monkeypatch):
-    """SIGTERM during the group: every run saves its state and no directory is written;
-    the same call resumes each and writes what an uninterrupted group writes."""
-    config = literature(tmp_path, model="gat-batchnorm", epochs=6, save_every=2)
-    pattern = str(tmp_path / "together" / "s{seed}")
+@contextlib.contextmanager
+def sigterm_at_step(monkeypatch, step: int):
+    """Meanwhile the group's training step number `step` sends this process SIGTERM
+    first (as SLURM at a time limit): the group stops after that epoch."""
     real_step = seed_group.SeedGroup._train_step
     calls = {"n": 0}
 
     def step_then_signal(self):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == step:
             os.kill(os.getpid(), signal.SIGTERM)
         return real_step(self)
 
-    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", step_then_signal)
+    with monkeypatch.context() as patched:
+        patched.setattr(seed_group.SeedGroup, "_train_step", step_then_signal)
+        yield
+
+
+def test_a_stopped_group_resumes_each_run(tmp_path, monkeypatch):
+    """SIGTERM during the group: every run saves its state and no directory is written;
+    the same call resumes each and writes what an uninterrupted group writes."""
+    config = literature(tmp_path, model="gat-batchnorm", epochs=6, save_every=2)
+    pattern = str(tmp_path / "together" / "s{seed}")
     with pytest.raises(run_state.RunInterrupted) as stopped:
-        seed_group.run_seeds(config, [0, 1], pattern)
+        with sigterm_at_step(monkeypatch, 3):
+            seed_group.run_seeds(config, [0, 1], pattern)
     assert stopped.value.epoch == 3
     for seed in (0, 1):
         assert run_state.state_path(pattern.replace("{seed}", str(seed))).exists()
         assert not Path(pattern.replace("{seed}", str(seed))).exists()
-    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", real_step)
     summaries = seed_group.run_seeds(config, [0, 1], pattern)
     assert [summary["resumed_from_epochs"] for summary in summaries] == [[3], [3]]
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
@@ -195,18 +204,9 @@ def test_a_separate_run_resumes_a_state_its_group_saved(tmp_path, monkeypatch):
     """A group's saved state is a separate run's: `lipnorm train --seed 1` resumes it."""
     config = literature(tmp_path, model="gat-dgn", epochs=5)
     pattern = str(tmp_path / "together" / "s{seed}")
-    real_step = seed_group.SeedGroup._train_step
-    calls = {"n": 0}
-
-    def step_then_signal(self):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real_step(self)
-
-    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", step_then_signal)
     with pytest.raises(run_state.RunInterrupted):
-        seed_group.run_seeds(config, [0, 1], pattern)
+        with sigterm_at_step(monkeypatch, 2):
+            seed_group.run_seeds(config, [0, 1], pattern)
     resumed = train.run(dataclasses.replace(config, seed=1), pattern.replace("{seed}", "1"))
     assert resumed["resumed_from_epochs"] == [2]
     (alone,) = separate_runs(config, [1], tmp_path)

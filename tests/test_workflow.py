@@ -37,6 +37,7 @@ PRESETS = {
     "literature-cora": REPO / "config" / "presets" / "literature-cora.yaml",
     "literature-citeseer": REPO / "config" / "presets" / "literature-citeseer.yaml",
     "literature-pilot-citeseer": REPO / "config" / "presets" / "literature-pilot-citeseer.yaml",
+    "literature-pilot-skips": REPO / "config" / "presets" / "literature-pilot-skips.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -290,7 +291,7 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 @pytest.mark.parametrize(
     "preset",
     ["smoke", "default", "deep", "diagnose", "remedies-cora", "remedies-citeseer", "literature-pilot", "literature-cora",
-     "literature-citeseer", "literature-pilot-citeseer"],
+     "literature-citeseer", "literature-pilot-citeseer", "literature-pilot-skips"],
 )
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])

@@ -57,7 +57,7 @@ from lipnorm.nn.gt import VARIANTS, GTConv
 from lipnorm.nn.norms import DGN_SKIP_WEIGHT
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
-from lipnorm.nn.row_pruned import row_pruned
+from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
 from lipnorm.recipes import RECIPES
 # The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
@@ -671,11 +671,8 @@ class LiteratureGAT(nn.Module):
         last = len(self.layers) - 1
         h, h0 = feat, None
         for i, layer in enumerate(self.layers):
-            if i == 0:
-                # Dropped out and projected on its rows that can be non-zero: with missing
-                # features most are erased (`lipnorm.nn.row_pruned`; depth 1: once).
-                pruned = row_pruned(feat)
-                h = pruned._replace(values=F.dropout(pruned.values, p=self.feat_drop, training=self.training))
+            if i == 0:  # depth 1: dropped out once
+                h = self._first_input(feat)
             elif i == last:
                 h = F.dropout(h, p=self.feat_drop, training=self.training)
             h = layer(graph, h).flatten(1)
@@ -687,6 +684,12 @@ class LiteratureGAT(nn.Module):
             if i == 0:
                 h0 = h
         return h
+
+    def _first_input(self, feat: torch.Tensor) -> RowPruned:
+        """The first layer's input, dropped out and given by its rows that can be non-zero:
+        with missing features most are erased (`lipnorm.nn.row_pruned`)."""
+        pruned = row_pruned(feat)
+        return pruned._replace(values=F.dropout(pruned.values, p=self.feat_drop, training=self.training))
 
     def numbered_layers(self) -> list[NumberedLayer]:
         norms = self._norms()
