@@ -346,8 +346,26 @@ def test_csbm_sizes_are_the_generated_graphs():
 def test_registered_sizes_are_the_loaded_graphs(offline_loader, name):
     data = offline_loader(name)
     assert registry.dataset(name).sizes == DatasetSizes(
-        data.graph.num_nodes(), data.graph.num_edges(), data.features.shape[1], data.num_classes
+        data.graph.num_nodes(), data.graph.num_edges(), data.features.shape[1], data.num_classes,
+        train_nodes=int(data.train_mask.sum()),
     )
+
+
+@pytest.mark.parametrize("rate, rows", [(100, 140), (0, 2708), (50, 140 + 1284)])
+def test_a_row_pruned_first_layer_is_planned_on_the_rows_missing_features_leave(rate, rows, shipped):
+    """Under recipe dgn the first layer drops out and projects the training nodes' rows
+    and what the missing rate leaves of the others (Cora: 140 of 2,708 at 100 %); the
+    other recipes' input Linear takes every row."""
+    cora = registry.dataset("cora").sizes
+    assert plan.input_rows("dgn", cora, rate) == rows
+    assert plan.input_rows("lipnorm", cora, rate) is None
+    pruned = plan.time_terms(plan.RunShape(cora, 4, 1, 16, input_rows=rows))
+    whole = plan.time_terms(plan.RunShape(cora, 4, 1, 16))
+    index = plan.TIME_TERMS.index("input")
+    assert pruned[index] == pytest.approx(whole[index] * rows / 2708)
+    assert [p for i, p in enumerate(pruned) if i != index] == [w for i, w in enumerate(whole) if i != index]
+    with pytest.raises(ValueError, match=r"plan: input_rows=2709 must be in \[0, 2708\]"):
+        plan.RunShape(cora, 4, 1, 16, input_rows=2709)
 
 
 def test_every_builtin_dataset_but_csbm_has_sizes():
@@ -458,10 +476,18 @@ def test_plan_configfile_prints_each_experiment(capsys, shipped):
         largest = max(group, key=lambda job: job.mem_mb())
         line = next(line for line in output.splitlines() if line.startswith(f"{experiment} "))
         fields = line.split()
-        assert int(fields[1]) == len(group)
-        assert float(fields[2]) == pytest.approx(sum(job.cpu_hours for job in group) * shipped.threads, abs=0.06)
-        assert int(fields[3]) == largest.mem_mb() and fields[-1] == largest.run_dir
+        # runs, jobs (one per run: the smoke preset trains no seeds together), CPU-h, MB
+        assert int(fields[1]) == int(fields[2]) == len(group)
+        assert float(fields[3]) == pytest.approx(sum(job.cpu_hours for job in group) * shipped.threads, abs=0.06)
+        assert int(fields[4]) == largest.mem_mb() and fields[-1] == largest.run_dir
     assert "lipschitz" not in output
+
+
+def test_plan_configfile_counts_a_seed_list_as_one_job(capsys):
+    """The literature pilot: 200 runs, 40 jobs (5 seeds trained together each)."""
+    assert cli.main(["plan", "--configfile", str(REPO / "config" / "presets" / "literature-pilot.yaml")]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("remedies "))
+    assert line.split()[1:3] == ["200", "40"]
 
 
 def test_plan_one_run_prints_its_estimate(capsys, shipped):

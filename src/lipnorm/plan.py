@@ -100,8 +100,13 @@ class RunShape:
     batch_partitions: int = 1
     # (N, W) projections a layer computes (`lipnorm.registry.Architecture.projections`).
     projections: int = 1
+    # Rows of the input that the first layer drops out and projects: all (None), or the
+    # ones that can be non-zero where it is row-pruned (`lipnorm.nn.row_pruned`).
+    input_rows: int | None = None
 
     def __post_init__(self) -> None:
+        if self.input_rows is not None and not 0 <= self.input_rows <= self.sizes.nodes:
+            raise ValueError(f"plan: input_rows={self.input_rows!r} must be in [0, {self.sizes.nodes}]")
         for key in ("depth", "heads", "hidden", "partitions", "batch_partitions", "projections"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -199,7 +204,7 @@ def time_terms(shape: RunShape) -> list[float]:
     batches = shape.partitions / shape.batch_partitions if shape.batching != "full" else 0
     counts = {
         "base": 1 / _GIGA,
-        "input": n * shape.sizes.features * width,
+        "input": (n if shape.input_rows is None else shape.input_rows) * shape.sizes.features * width,
         "layer_dense": depth * shape.projections * n * width * width,
         "layer_elementwise": depth * n * width,
         "layer_edges": depth * e * width,
@@ -492,7 +497,8 @@ def measure(point: Mapping[str, Any], threads: int, device: str, workdir: Path) 
     seconds = pd.read_parquet(run_dir / "metrics.parquet")["seconds"].iloc[-1]
     sizes = csbm_sizes(point["csbm"])
     row = {
-        **dataclasses.asdict(sizes), "depth": point["depth"], "heads": point["heads"], "hidden": point["hidden"],
+        "nodes": sizes.nodes, "edges": sizes.edges, "features": sizes.features, "classes": sizes.classes,
+        "depth": point["depth"], "heads": point["heads"], "hidden": point["hidden"],
         "checkpoint": point["checkpoint"], "model": model, "batching": batching,
         "memory_mb": float(summary["peak_memory_mb"]), "epoch_s": float(seconds),
     }
@@ -617,6 +623,16 @@ def _subdir_wildcards(subdir: str) -> dict[str, str]:
     return {wildcard: part[len(prefix):] for (_, wildcard, prefix), part in zip(grid.AXES, parts)}
 
 
+def input_rows(recipe: str, sizes: DatasetSizes, missing_rate: float) -> int | None:
+    """The feature rows a run's first layer drops out and projects: under recipe "dgn"
+    (`LiteratureGAT`, row-pruned) the training nodes' and the non-training nodes' that
+    `missing_rate` % erasure leaves, where the dataset's `train_nodes` are known; else
+    None, all of them."""
+    if recipe != "dgn" or sizes.train_nodes is None:
+        return None
+    return sizes.train_nodes + round((1 - missing_rate / 100) * (sizes.nodes - sizes.train_nodes))
+
+
 def plan_job(
     run_group: str,
     subdir: str,
@@ -654,6 +670,7 @@ def plan_job(
         "partitions": _number(f"{where} partitions", resolved.get("partitions", 1)),
         "batch_partitions": _number(f"{where} batch_partitions", resolved.get("batch_partitions", 1)),
         "projections": projections_of(wildcards["model"]),
+        "input_rows": input_rows(resolved.get("recipe", "lipnorm"), sizes, float(wildcards["rate"])),
     }
     # What the plan may change, in order: nothing, checkpointing, cluster batches.
     may_checkpoint = not base["checkpoint"] and checkpointable(wildcards["model"])
@@ -730,17 +747,26 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
     """Per experiment: jobs, CPU-hours (epochs x epoch time x the calibration's
     threads), the largest job's memory request and its run directory, the longest
     job's runtime request, and the jobs the plan gave checkpointing or cluster batches."""
+    from lipnorm.seed_group import workflow_seed_groups
+
     jobs = plan_workflow(config, coefficients)
     experiments: dict[str, list[Job]] = {}
     for job in jobs.values():
         experiments.setdefault(job.run_group.split("/")[0], []).append(job)
+    seeds, seed_groups = workflow_seed_groups(config)
     limit = config.get("max_mem_mb")
     lines = [
         f"coefficients: {coefficients.device}, {coefficients.threads} thread(s), {coefficients.machine} {coefficients.date}",
         f"requests: memory = estimate x {MEMORY_MARGIN} x attempt, runtime = (epochs x epoch time + {STARTUP_S} s) "
         f"x {TIME_MARGIN} x attempt; max_mem_mb: {limit if limit is not None else 'none'}",
-        f"{'experiment':<12} {'jobs':>6} {'CPU-h':>9} {'largest MB':>10} {'longest min':>11} {'ckpt':>5} {'cluster':>7}  largest job",
+        "jobs: as the workflow runs them, one per run or, for seeds trained together (seed_groups), one per seed "
+        "list; CPU-h: the runs' epochs, each run as if alone (for seeds trained together an upper bound)",
+        f"{'experiment':<12} {'runs':>6} {'jobs':>6} {'CPU-h':>9} {'largest MB':>10} {'longest min':>11} {'ckpt':>5} {'cluster':>7}  largest job",
     ]
+
+    def job_count(group: list[Job]) -> int:
+        return sum(1 / len(seeds) if job.run_group in seed_groups else 1 for job in group)
+
     for name, group in experiments.items():
         largest = max(group, key=lambda job: job.mem_mb())
         longest = max(group, key=lambda job: job.runtime_min())
@@ -748,9 +774,9 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
         checkpointed = sum(1 for job in group if job.changed.get("checkpoint"))
         clustered = sum(1 for job in group if job.changed.get("batching") == "cluster")
         lines.append(
-            f"{name:<12} {len(group):>6} {cpu_hours:>9.1f} {largest.mem_mb():>10} {longest.runtime_min():>11} "
-            f"{checkpointed:>5} {clustered:>7}  {largest.run_dir}"
+            f"{name:<12} {len(group):>6} {round(job_count(group)):>6} {cpu_hours:>9.1f} {largest.mem_mb():>10} "
+            f"{longest.runtime_min():>11} {checkpointed:>5} {clustered:>7}  {largest.run_dir}"
         )
     total = sum(job.cpu_hours for job in jobs.values()) * coefficients.threads
-    lines.append(f"{'total':<12} {len(jobs):>6} {total:>9.1f}")
+    lines.append(f"{'total':<12} {len(jobs):>6} {round(job_count(list(jobs.values()))):>6} {total:>9.1f}")
     return "\n".join(lines)

@@ -84,18 +84,25 @@ class Norm:
 class DatasetSizes:
     """What a dataset's training costs grow with (`lipnorm.plan`): nodes, edges as the
     model sees them (symmetrised where the loader does, one self-loop per node
-    included), feature columns and classes (labels, for a multilabel dataset)."""
+    included), feature columns and classes (labels, for a multilabel dataset); and,
+    where known, the training split's nodes, whose feature rows missing features never
+    erase (the rows a row-pruned first layer keeps, `lipnorm.nn.row_pruned`)."""
 
     nodes: int
     edges: int
     features: int
     classes: int
+    train_nodes: int | None = None
 
     def __post_init__(self) -> None:
-        for key in ("nodes", "edges", "features", "classes"):
+        for key in ("nodes", "edges", "features", "classes", "train_nodes"):
             value = getattr(self, key)
+            if key == "train_nodes" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"dataset sizes: {key}={value!r} must be a positive integer")
+        if self.train_nodes is not None and self.train_nodes > self.nodes:
+            raise ValueError(f"dataset sizes: train_nodes={self.train_nodes} exceeds nodes={self.nodes}")
 
 
 @dataclass(frozen=True)
@@ -591,9 +598,9 @@ _DATASET_STYLE = {
 # `dgl.to_bidirected` of the 1,166,243 citations, 2,315,598 edges. csbm's follow from
 # its parameters (`lipnorm.plan.dataset_sizes`).
 _BUILTIN_SIZES = {
-    "cora": DatasetSizes(nodes=2708, edges=10556 + 2708, features=1433, classes=7),
-    "citeseer": DatasetSizes(nodes=3327, edges=9104 + 3327, features=3703, classes=6),
-    "pubmed": DatasetSizes(nodes=19717, edges=88648 + 19717, features=500, classes=3),
+    "cora": DatasetSizes(nodes=2708, edges=10556 + 2708, features=1433, classes=7, train_nodes=140),
+    "citeseer": DatasetSizes(nodes=3327, edges=9104 + 3327, features=3703, classes=6, train_nodes=120),
+    "pubmed": DatasetSizes(nodes=19717, edges=88648 + 19717, features=500, classes=3, train_nodes=60),
     "coauthor-cs": DatasetSizes(nodes=18333, edges=163788 + 18333, features=6805, classes=15),
     "ppi": DatasetSizes(nodes=56944, edges=2 * 818716 + 56944, features=50, classes=121),
     "ogbn-arxiv": DatasetSizes(nodes=169343, edges=2315598 + 169343, features=128, classes=40),
