@@ -38,6 +38,7 @@ PRESETS = {
     "literature-citeseer": REPO / "config" / "presets" / "literature-citeseer.yaml",
     "literature-pilot-citeseer": REPO / "config" / "presets" / "literature-pilot-citeseer.yaml",
     "literature-pilot-skips": REPO / "config" / "presets" / "literature-pilot-skips.yaml",
+    "literature-depth20": REPO / "config" / "presets" / "literature-depth20.yaml",
 }
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -291,7 +292,7 @@ def test_snakemake_rejects_a_bad_config_before_any_job(tmp_path):
 @pytest.mark.parametrize(
     "preset",
     ["smoke", "default", "deep", "diagnose", "remedies-cora", "remedies-citeseer", "literature-pilot", "literature-cora",
-     "literature-citeseer", "literature-pilot-citeseer", "literature-pilot-skips"],
+     "literature-citeseer", "literature-pilot-citeseer", "literature-pilot-skips", "literature-depth20"],
 )
 def test_dry_run_job_counts(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "--configfile", PRESETS[preset])
