@@ -759,8 +759,7 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
         f"coefficients: {coefficients.device}, {coefficients.threads} thread(s), {coefficients.machine} {coefficients.date}",
         f"requests: memory = estimate x {MEMORY_MARGIN} x attempt, runtime = (epochs x epoch time + {STARTUP_S} s) "
         f"x {TIME_MARGIN} x attempt; max_mem_mb: {limit if limit is not None else 'none'}",
-        "jobs: as the workflow runs them, one per run or, for seeds trained together (seed_groups), one per seed "
-        "list; CPU-h: the runs' epochs, each run as if alone (for seeds trained together an upper bound)",
+        "jobs: one per run, or per seed list for seeds trained together; CPU-h: each run as if alone",
         f"{'experiment':<12} {'runs':>6} {'jobs':>6} {'CPU-h':>9} {'largest MB':>10} {'longest min':>11} {'ckpt':>5} {'cluster':>7}  largest job",
     ]
 
