@@ -213,6 +213,33 @@ def test_a_separate_run_resumes_a_state_its_group_saved(tmp_path, monkeypatch):
     assert_same_run(Path(pattern.replace("{seed}", "1")), alone)
 
 
+def test_seeds_resumed_from_different_epochs_train_one_after_another_each_from_its_own_streams(tmp_path, monkeypatch):
+    """Seed 0 stopped alone after epoch 2, seed 1 never started: the group cannot be one
+    network, so each trains on its own, seed 1 from the streams its own set-up left (not
+    from those of the seed built after it), and both equal their separate runs."""
+    config = literature(tmp_path, model="gat-lip-batchnorm", epochs=5)
+    pattern = str(tmp_path / "together" / "s{seed}")
+    with pytest.raises(run_state.RunInterrupted):
+        with monkeypatch.context() as patched:
+            real_step = train.Trainer.train_step
+            calls = {"n": 0}
+
+            def step_then_signal(self, *args, **kwargs):
+                calls["n"] += 1
+                if calls["n"] == 2:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return real_step(self, *args, **kwargs)
+
+            patched.setattr(train.Trainer, "train_step", step_then_signal)
+            train.run(dataclasses.replace(config, seed=0), pattern.replace("{seed}", "0"))
+    summaries = seed_group.run_seeds(config, [0, 1], pattern)
+    assert [summary["resumed_from_epochs"] for summary in summaries] == [[2], []]
+    for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
+        together = Path(pattern.replace("{seed}", str(seed)))
+        assert_same_run(together, alone)
+        assert "their saved states stopped after different epochs ([0, 2])" in (together / "train.log").read_text()
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

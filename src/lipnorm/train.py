@@ -234,6 +234,9 @@ class RunDirectory:
         self.history, self.resumed_from_epochs, self.earlier_s = History(), [], 0.0
         self.tmp: Path | None = None
         self.save: StateSaver | None = None
+        # Every random stream as `prepare` left it: what training draws from, restored by
+        # `open` (several runs built in one process draw from one global stream).
+        self.prepared_streams = self.trainer.random_streams.state_dict()
         # The state of torch's stream that its training draws from (after `prepare` or
         # the resumed state): what seeds trained together draw each seed's from.
         self.torch_state = torch.get_rng_state()
@@ -264,7 +267,9 @@ class RunDirectory:
                 setup.batches.partitions, setup.batches.cache_path, setup.batches.batch_partitions,
                 math.ceil(setup.batches.partitions / setup.batches.batch_partitions),
             )
-        if self.saved is not None:
+        if self.saved is None:
+            self.trainer.random_streams.load_state_dict(self.prepared_streams)
+        else:
             self.trainer.load_state_dict(self.saved["trainer"])
             self.history = History(**self.saved["history"])
             self.resumed_from_epochs = [*self.saved["resumed_from_epochs"], self.history.epochs_done]
