@@ -155,7 +155,7 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
     def job(index: int) -> RunDirectory:
         seed = seeds[index]
         return RunDirectory(configs[index], outs[index], started, logging.getLogger(f"lipnorm.train.seed{seed}"),
-                            label=f"seed {seed}" if len(seeds) > 1 else "")
+                            label=f"seed {seed}" if len(seeds) > 1 else "", own_streams=True)
 
     first = job(0)
     reason = why_not_together(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None

@@ -212,12 +212,14 @@ class RunDirectory:
 
     `open(stack)` starts writing (a temporary directory renamed onto `out` when `stack`
     closes without an error; train.log attached to `logger`) and resumes the saved
-    state; `finish()` writes the summary and the parquet files; `interrupted(stop)` saves
-    the state after a stop signal and gives the exception to raise.
+    state (or, with `own_streams`, for runs set up side by side in one process, the
+    random streams its own set-up left); `finish()` writes the summary and the parquet
+    files; `interrupted(stop)` saves the state after a stop signal and gives the
+    exception to raise.
     """
 
     def __init__(self, config: TrainConfig, out: str | Path, started: float,
-                 logger: logging.Logger = log, label: str = ""):
+                 logger: logging.Logger = log, label: str = "", own_streams: bool = False):
         self.started, self.logger, self.label, self.out = started, logger, label, Path(out)
         config = config.resolved()
         # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
@@ -234,9 +236,9 @@ class RunDirectory:
         self.history, self.resumed_from_epochs, self.earlier_s = History(), [], 0.0
         self.tmp: Path | None = None
         self.save: StateSaver | None = None
-        # Every random stream as `prepare` left it: what training draws from, restored by
-        # `open` (several runs built in one process draw from one global stream).
-        self.prepared_streams = self.trainer.random_streams.state_dict()
+        # Where several runs are set up in one process (`own_streams`), every random stream
+        # as `prepare` left this one, restored by `open`: they share the global streams.
+        self.prepared_streams = self.trainer.random_streams.state_dict() if own_streams else None
         # The state of torch's stream that its training draws from (after `prepare` or
         # the resumed state): what seeds trained together draw each seed's from.
         self.torch_state = torch.get_rng_state()
@@ -268,7 +270,8 @@ class RunDirectory:
                 math.ceil(setup.batches.partitions / setup.batches.batch_partitions),
             )
         if self.saved is None:
-            self.trainer.random_streams.load_state_dict(self.prepared_streams)
+            if self.prepared_streams is not None:
+                self.trainer.random_streams.load_state_dict(self.prepared_streams)
         else:
             self.trainer.load_state_dict(self.saved["trainer"])
             self.history = History(**self.saved["history"])
