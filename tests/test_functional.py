@@ -255,6 +255,34 @@ def linear_inputs(graph, heads=2, dim=3):
     )
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_edge_mask_gives_each_head_the_scores_of_its_kept_edges_graph(seed, heads, variant):
+    """Head h with `edge_mask[:, h]` scores its kept edges as on the graph of those edges
+    (`dgl.edge_subgraph`, self-loops kept), its neighbour maxima over them only."""
+    graph = random_graph(12, seed)
+    generator = torch.Generator().manual_seed(seed)
+    ft = torch.randn(graph.num_nodes(), heads, 4, generator=generator) * torch.rand(graph.num_nodes(), 1, 1, generator=generator)
+    attn_l, attn_r = torch.randn(2, 1, heads, 4, generator=generator)
+    e = torch.randn(graph.num_edges(), heads, 1, generator=generator)
+    src, dst = graph.edges()
+    mask = (torch.rand(graph.num_edges(), heads, 1, generator=generator) < 0.5) | (src == dst).view(-1, 1, 1)
+    masked = lipschitz_norm_linear(graph, e, ft, attn_l, attn_r, alpha=0.7, variant=variant, edge_mask=mask)
+    assert masked.shape == e.shape
+    for head in range(heads):
+        kept = torch.nonzero(mask[:, head, 0]).squeeze(1)
+        subgraph = dgl.edge_subgraph(graph, kept, relabel_nodes=False)
+        alone = lipschitz_norm_linear(subgraph, e[kept], ft, attn_l, attn_r, alpha=0.7, variant=variant)
+        torch.testing.assert_close(masked[kept, head], alone[:, head], rtol=0, atol=0)
+    # Every edge kept: the unmasked scores.
+    everything = torch.ones_like(mask)
+    torch.testing.assert_close(
+        lipschitz_norm_linear(graph, e, ft, attn_l, attn_r, variant=variant, edge_mask=everything),
+        lipschitz_norm_linear(graph, e, ft, attn_l, attn_r, variant=variant), rtol=0, atol=0,
+    )
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -281,6 +309,11 @@ def linear_inputs(graph, heads=2, dim=3):
         ({"variant": "pyg"}, "unknown variant 'pyg'; allowed: paper, official"),
         ({"alpha": -1.0}, "alpha must be a finite number >= 0, got -1.0"),
         ({"eps": float("inf")}, "eps must be a finite number >= 0, got inf"),
+        (
+            {"edge_mask": torch.ones(5, 2, dtype=torch.bool)},
+            "edge_mask has shape (5, 2); expected (5, 2, 1) for this graph and ft",
+        ),
+        ({"edge_mask": torch.ones(5, 2, 1)}, "edge_mask must be a bool tensor, got torch.float32"),
     ],
 )
 def test_lipschitz_norm_linear_rejects_bad_inputs_naming_them(change, message):

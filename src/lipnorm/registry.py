@@ -193,7 +193,8 @@ def register_architecture(
     S seeds of one configuration as one network, which `lipnorm train --seeds`
     (`lipnorm.seed_group`) trains in their place; a ValueError saying why, for models it
     cannot hold. Its contract is `lipnorm.nn.seeds.SeedBatchedGAT`'s: ``forward(graph,
-    feat) -> (S, N, C)``, ``layers`` (the attention layers, outputs ``(N, S * H, D)``),
+    feat, kept=None) -> (S, N, C)`` (``kept``: ``(E, S)`` bool, the edges each seed's
+    DropEdge kept), ``layers`` (the attention layers, outputs ``(N, S * H, D)``),
     ``generators`` and ``set_generators`` (each seed's dropout stream), ``seed_views``
     and ``seed_state_dict``. Without it (the default), a group's seeds are trained one
     after another in one process, and their logs say so.

@@ -11,9 +11,10 @@ name each seed's with ``{seed}``):
   literature GAT of ``--recipe dgn``) that takes these models, and nothing else in the
   run differs per seed, the S seeds are that one network trained by one Adam
   (`SeedGroup`): each seed keeps its parameters, initialisation, dropout stream,
-  optimiser state, BatchNorm statistics, best-validation epoch, gradient and output
-  norms and layer statistics, equal to its separate run's to float rounding;
-- otherwise (DropEdge, cluster batches, a learning-rate schedule, patience, a GPU, an
+  optimiser state, BatchNorm statistics, DropEdge stream (its edges a mask over the one
+  graph), best-validation epoch, gradient and output norms and layer statistics, equal
+  to its separate run's to float rounding;
+- otherwise (cluster batches, a learning-rate schedule, patience, a GPU, an
   architecture without that form, e.g. a plugin's), the seeds are trained one after
   another in this process, and each run's train.log says why.
 
@@ -78,7 +79,6 @@ def why_not_together(config: TrainConfig, models: Sequence[torch.nn.Module] | No
     architecture's `seeds_together` of `models` (the runs' networks; None: two of
     `config`'s built on 4 features and 2 classes, to ask it); else why not, a sentence."""
     reasons = [
-        (config.dropedge > 0, f"DropEdge ({config.dropedge}) draws a different graph for each seed"),
         (config.batching != "full", f"batching {config.batching!r}: its batches differ per seed"),
         (config.patience is not None, f"patience {config.patience}: each seed would stop at its own epoch"),
         (config.protocol == "official", "protocol official: a learning-rate schedule per seed"),
@@ -308,11 +308,23 @@ class SeedGroup:
         labels = self.labels.index_select(0, rows)
         return torch.stack([self.loss_fn(seed_logits, labels) for seed_logits in selected])
 
+    def _kept_edges(self) -> torch.Tensor | None:
+        """`(E, S)`: the edges each active seed's DropEdge keeps this step, drawn from its
+        own stream as its separate run draws its graph (None without DropEdge)."""
+        if not self.config.dropedge:
+            return None
+        kept = torch.ones(self.graph.num_edges(), len(self.jobs), dtype=torch.bool)
+        for seed, job in enumerate(self.jobs):
+            if self.active[seed]:
+                kept[:, seed] = False
+                kept[job.trainer.dropedge.kept_edges(self.graph), seed] = True
+        return kept
+
     def _train_step(self) -> list[StepResult]:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         self.output_norms.clear()
-        losses = self._per_seed_loss(self.model(self.graph, self.features), 0)
+        losses = self._per_seed_loss(self.model(self.graph, self.features, self._kept_edges()), 0)
         losses[torch.tensor(self.active)].sum().backward()
         output_norms = torch.stack(self.output_norms).double()  # (layers, S)
         steps = []

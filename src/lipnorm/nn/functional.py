@@ -49,6 +49,7 @@ def lipschitz_norm_linear(
     alpha: float = 1.0,
     variant: str = "paper",
     eps: float = 1e-12,
+    edge_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""LipschitzNorm of GAT-type (linear) attention scores.
 
@@ -85,6 +86,11 @@ def lipschitz_norm_linear(
     variant : "paper" or "official"
     eps : float
         Bound below which a score is 0 (finite, >= 0).
+    edge_mask : (E, H, 1) bool tensor, optional
+        The edges each head sees (e.g. a DropEdge drawn per head): the neighbour maxima
+        are then taken over those in-edges only, as on the graph of the kept edges. The
+        scores of the other edges are computed too; the caller leaves them out of its
+        softmax. None: every edge, every head.
 
     Returns
     -------
@@ -99,7 +105,15 @@ def lipschitz_norm_linear(
     _check_shape("e", e, (graph.num_edges(), heads, 1))
     src_squared = squared_norm(ft_src).unsqueeze(-1)  # ||W h_k||^2, (N_src, H, 1)
     # The one extra reduce: max over in-neighbours of the squared norms, (N_dst, H, 1).
-    max_squared = neighbour_max(graph, src_squared)
+    if edge_mask is None:
+        max_squared = neighbour_max(graph, src_squared)
+    else:
+        _check_shape("edge_mask", edge_mask, (graph.num_edges(), heads, 1))
+        if edge_mask.dtype != torch.bool:
+            raise ValueError(f"edge_mask must be a bool tensor, got {edge_mask.dtype}")
+        # A masked edge's value 0 is neutral for a max of norms, as neighbour_max's 0 is.
+        edge_squared = dgl.ops.copy_u(graph, src_squared).masked_fill(~edge_mask, 0.0)
+        max_squared = dgl.ops.copy_e_max(graph, edge_squared).clamp_min(0.0)
     if variant == "paper":
         dst_squared = src_squared if ft_dst is ft_src else squared_norm(ft_dst).unsqueeze(-1)
         attn_squared = attn_l.pow(2).sum(-1, keepdim=True) + attn_r.pow(2).sum(-1, keepdim=True)

@@ -235,8 +235,9 @@ class GATConv(AttentionConv):
         terms = (ft.flatten(1) @ torch.block_diag(*stacked)).view(-1, self.num_heads, len(vectors))
         return terms.split(1, dim=-1)
 
-    def _scores(self, graph: dgl.DGLGraph, ft) -> torch.Tensor:
-        """Pre-LeakyReLU scores `(E, H, 1)`, normalised as `norm`/`variant` say."""
+    def _scores(self, graph: dgl.DGLGraph, ft, edge_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Pre-LeakyReLU scores `(E, H, 1)`, normalised as `norm`/`variant` say
+        (`edge_mask`: `lipschitz_norm_linear`'s, the edges each head sees)."""
         if isinstance(ft, tuple):
             (el,), (er,) = self._attention_terms(ft[0], self.attn_l), self._attention_terms(ft[1], self.attn_r)
         else:
@@ -248,7 +249,8 @@ class GATConv(AttentionConv):
         if self.norm == "none":
             return graph.edata["e"]
         return lipschitz_norm_linear(
-            graph, graph.edata["e"], ft, self.attn_l, self.attn_r, alpha=self.alpha, variant=self.variant, eps=self.eps
+            graph, graph.edata["e"], ft, self.attn_l, self.attn_r, alpha=self.alpha, variant=self.variant, eps=self.eps,
+            edge_mask=edge_mask,
         )
 
     def normalized_scores(self, graph: dgl.DGLGraph, feat) -> torch.Tensor:

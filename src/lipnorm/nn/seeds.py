@@ -17,9 +17,12 @@ own gradient; Adam is elementwise, so one Adam over the batched parameters takes
 seed's steps. The numbers equal the separate runs' to float rounding (the batched
 products sum in their own order).
 
-What it does not batch (its callers run those seeds one after another): DropEdge (each
-seed's graph differs), PairNorm modes other than "PN", LipschitzNorm's "official"
-variant (one norm over all heads). No operation mixes the seeds' values, so a seed that
+DropEdge, whose graph differs per seed, is a per-seed edge mask over the one graph
+(`forward(graph, feat, kept)`): seed s's softmax, LipschitzNorm maxima and attention
+dropout see the edges it kept only, the numbers of its separate run on the graph of
+those edges. What it does not batch (its callers run those seeds one after another):
+PairNorm modes other than "PN", LipschitzNorm's "official" variant (one norm over all
+heads). No operation mixes the seeds' values, so a seed that
 diverges (NaN) leaves the others' numbers alone.
 """
 
@@ -30,6 +33,7 @@ from typing import Sequence
 import dgl
 import torch
 import torch.nn.functional as F
+from dgl.nn.functional import edge_softmax
 from torch import nn
 
 from lipnorm.nn.gat import GATConv
@@ -39,6 +43,7 @@ from lipnorm.nn.pairnorm import EPS as PAIRNORM_EPS
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
+from lipnorm.nn.sparse import neighbour_weighted_sum
 
 __all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
 
@@ -63,24 +68,40 @@ def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator
 
 
 class _SeedAttentionDropout(nn.Module):
-    """Attention dropout on `(E, S*H, 1)` scores: seed s's heads from its generator."""
+    """Attention dropout on `(E, S*H, 1)` attention: seed s's heads from its generator,
+    over the edges its DropEdge kept where `kept` `(E, S)` is given (its separate run
+    draws its mask over the graph of those edges, in their order)."""
 
     def __init__(self, p: float, generators: list[torch.Generator]):
         super().__init__()
         self.p = p
         self.generators = generators  # the network's list, filled by `set_generators`
 
-    def forward(self, attention: torch.Tensor) -> torch.Tensor:
-        if not self.training:
+    def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.training or self.p == 0:
             return attention
-        return seed_dropout(attention, self.p, self.generators, dim=1)
+        if kept is None:
+            return seed_dropout(attention, self.p, self.generators, dim=1)
+        parts = attention.chunk(len(self.generators), dim=1)
+        masks = []
+        for seed, (part, generator) in enumerate(zip(parts, self.generators)):
+            rows = torch.nonzero(kept[:, seed]).squeeze(1)
+            mask = torch.zeros_like(part)
+            mask[rows] = torch.empty((len(rows), *part.shape[1:]), dtype=part.dtype, device=part.device).bernoulli_(
+                1 - self.p, generator=generator
+            )
+            masks.append(mask)
+        return attention * (torch.cat(masks, dim=1) / (1 - self.p))
 
 
 class _SeedGATConv(GATConv):
     """S `GATConv`s of one shape as one: S*H heads over a per-seed projection.
 
-    `forward(graph, feat)` takes the seeds' inputs `(S, N, in)` and returns `(N, S*H, D)`;
-    everything after the projection is `GATConv`'s own, per head.
+    `forward(graph, feat, kept)` takes the seeds' inputs `(S, N, in)` and returns
+    `(N, S*H, D)`; everything after the projection is `GATConv`'s own, per head, on the
+    edges seed s kept (`kept[:, s]`, DropEdge's; None: all): its scores of the others
+    are left out of its softmax and of LipschitzNorm's neighbour maxima, as they are
+    absent from its separate run's graph.
     """
 
     def __init__(self, layers: Sequence[GATConv], generators: list[torch.Generator]):
@@ -100,6 +121,20 @@ class _SeedGATConv(GATConv):
         if first.res_fc is not None:
             self.res_fc = nn.Identity()
         self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators)
+
+    def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None) -> torch.Tensor:
+        if kept is None:
+            return super().forward(graph, feat)
+        with graph.local_scope():
+            h_dst, ft = self._project(graph, feat)
+            head_kept = kept.repeat_interleave(self.heads_per_seed, dim=1).unsqueeze(-1)  # (E, S*H, 1)
+            scores = self.leaky_relu(self._scores(graph, ft, edge_mask=head_kept))
+            # -inf: exp gives 0 (each node keeps its self-loop, so its max is finite).
+            attention = edge_softmax(graph, scores.masked_fill(~head_kept, float("-inf")))
+            rst = neighbour_weighted_sum(graph, ft, self.attn_drop(attention, kept))
+            if self.res_fc is not None:
+                rst = rst + self._heads(self.res_fc, h_dst)
+            return rst
 
     def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | RowPruned):
         # (S, N, in) x (S, in, H*D) -> (N, S*H, D); the residual sees the input seed by seed.
@@ -293,9 +328,15 @@ class SeedBatchedGAT(nn.Module):
                 ).bernoulli_(keep, generator=generator)
         return pruned._replace(values=values * noise.div_(keep))
 
-    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor) -> torch.Tensor:
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+        """`kept` `(E, S)` bool: the edges each seed's DropEdge kept this step (None: all)."""
         if feat.dim() == 3 and feat.shape[0] != self.seeds:
             raise ValueError(f"feat has shape {tuple(feat.shape)}; expected (N, F) or (S, N, F) with S = {self.seeds}")
+        if kept is not None and (tuple(kept.shape) != (graph.num_edges(), self.seeds) or kept.dtype != torch.bool):
+            raise ValueError(
+                f"kept is a {kept.dtype} tensor of shape {tuple(kept.shape)}; expected bool (E, S) = "
+                f"({graph.num_edges()}, {self.seeds})"
+            )
         last = len(self.layers) - 1
         h = h0 = None
         for i, layer in enumerate(self.layers):
@@ -303,7 +344,7 @@ class SeedBatchedGAT(nn.Module):
                 h = self._first_input(feat)
             elif self.training and i == last:
                 h = seed_dropout(h, self.feat_drop, self.generators, dim=0)
-            rst = layer(graph, h)  # (N, S*H, D)
+            rst = layer(graph, h, kept)  # (N, S*H, D)
             rst = rst.reshape(rst.shape[0], self.seeds, -1)  # (N, S, H*D)
             if h0 is not None and self.initial_residual and i < last:
                 rst = initial_residual(rst, h0, self.initial_residual)
