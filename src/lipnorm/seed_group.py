@@ -39,8 +39,8 @@ from lipnorm import registry, run_state
 from lipnorm.nn.models import build_model
 from lipnorm.train import (
     RunDirectory,
+    end_training,
     logged_epoch,
-    needs_last_stats,
     progress_bar,
     record_epoch,
     train_run,
@@ -169,11 +169,10 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
         note = f"seeds {seeds} trained one after another in one process, not as one network: {reason}"
         summaries = []
         for index in range(len(seeds)):
-            current = jobs[index] if index < len(jobs) else job(index)
+            # The runs already set up first, each let go once trained; the others set up in turn.
+            current = jobs.pop(0) if jobs else job(index)
             current.started = time.perf_counter()
             summaries.append(train_run(current, note if len(seeds) > 1 else None))
-            if index < len(jobs):
-                jobs[index] = None  # its data and model are no longer needed
         return summaries
     together = registry.resolve(registry.architecture(first.config.architecture).seeds_together)
     return SeedGroup(jobs, together).train()
@@ -196,6 +195,7 @@ class SeedGroup:
         setup = first.setup
         self.graph, self.labels, self.splits = setup.graph, setup.labels, setup.splits
         self.metric, self.loss_fn = setup.dataset.metric, first.trainer.loss_fn
+        self.split_labels = [self.labels.index_select(0, split) for split in self.splits]
         features = [job.setup.features for job in self.jobs]
         # One (N, F) input where the seeds' masks agree (e.g. 100 % missing features).
         same = all(torch.equal(features[0], other) for other in features[1:])
@@ -303,10 +303,8 @@ class SeedGroup:
 
     def _per_seed_loss(self, logits: torch.Tensor, split: int) -> torch.Tensor:
         """`(S,)` each seed's mean loss on the rows of `split`."""
-        rows = self.splits[split]
-        selected = logits.index_select(1, rows)
-        labels = self.labels.index_select(0, rows)
-        return torch.stack([self.loss_fn(seed_logits, labels) for seed_logits in selected])
+        selected = logits.index_select(1, self.splits[split])
+        return torch.stack([self.loss_fn(seed_logits, self.split_labels[split]) for seed_logits in selected])
 
     def _kept_edges(self) -> torch.Tensor | None:
         """`(E, S)`: the edges each active seed's DropEdge keeps this step, drawn from its
@@ -345,11 +343,10 @@ class SeedGroup:
         self.model.eval()
         logits = self.model(self.graph, self.features)
         val_losses = self._per_seed_loss(logits, 1)
-        rows = [self.labels.index_select(0, split) for split in self.splits]
         return torch.stack([
             torch.stack([val_losses[seed].double(), *(
                 compute_metric(self.metric, seed_logits.index_select(0, split), labels)
-                for split, labels in zip(self.splits, rows)
+                for split, labels in zip(self.splits, self.split_labels)
             )])
             for seed, seed_logits in enumerate(logits)
         ])
@@ -381,11 +378,7 @@ class SeedGroup:
             self._to_runs()
             summaries = []
             for job in self.jobs:
-                if needs_last_stats(job.config, job.history, None):
-                    job.trainer.evaluate(layer_stats=True)
-                    job.history.layerstats += job.trainer.layer_stats.rows(job.history.metrics[-1]["epoch"])
-                job.trainer.output_norms.remove()
-                job.trainer.layer_stats.remove()
+                end_training(job.config, job.trainer, job.history, None)
                 summaries.append(job.finish())
         for job in self.jobs:
             job.state_file.unlink(missing_ok=True)

@@ -406,12 +406,18 @@ def _train_loop(
         if save is not None and not history.finished and epoch % config.save_every == 0:
             save(history)
     bar.close()
-    if needs_last_stats(config, history, stop):
+    end_training(config, trainer, history, stop)
+    return history
+
+
+def end_training(config: TrainConfig, trainer: Trainer, history: History, stop: run_state.StopSignals | None) -> None:
+    """What a run does once its epochs end: measure the last epoch's layer statistics
+    where they are still to be measured (`_needs_last_stats`), remove its hooks."""
+    if _needs_last_stats(config, history, stop):
         trainer.evaluate(layer_stats=True)
         history.layerstats += trainer.layer_stats.rows(history.metrics[-1]["epoch"])
     trainer.output_norms.remove()
     trainer.layer_stats.remove()
-    return history
 
 
 def progress_bar(config: TrainConfig, history: History, label: str = "train") -> tqdm:
@@ -492,7 +498,7 @@ def record_epoch(
     return history.finished
 
 
-def needs_last_stats(config: TrainConfig, history: History, stop: run_state.StopSignals | None) -> bool:
+def _needs_last_stats(config: TrainConfig, history: History, stop: run_state.StopSignals | None) -> bool:
     """Whether the last epoch's representations are still to be measured: unless that
     epoch was logged (the forward of `evaluate` is deterministic, so repeating it gives
     the ones that epoch saw), the run was stopped by a signal, or it diverged (the model
