@@ -8,7 +8,9 @@ network (`--recipe dgn`: Cora, 1 x 16, 100 % missing features) cost per seed
 - on the lean path ("lean": `LiteratureGAT` now, the first layer on its non-zero rows),
 - with S seeds as one `SeedBatchedGAT` ("together", what `lipnorm train --seeds` trains),
 
-and what LipschitzNorm adds on each (GAT-Lip / GAT)? An epoch is what a run does: a
+and what LipschitzNorm adds on each (GAT-Lip / GAT)? With `--dropedge RATE`, each seed's
+training step sees its own DropEdge graph: a new subgraph per seed and epoch on the
+separate paths, a per-seed edge mask over the one graph together. An epoch is what a run does: a
 training step (forward, loss, backward, Adam) and an evaluation forward. The paths
 alternate round by round in one process, so that a change of the machine's load falls
 on all of them; each is timed on S seeds (the separate ones one after another).
@@ -28,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import data
+from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models import LiteratureGAT, ModelConfig, build_model
 from lipnorm.nn.seeds import SeedBatchedGAT
 from lipnorm.recipes import recipe_defaults
@@ -49,6 +52,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=10, help="epochs timed per round, path and seed")
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--dropedge", type=float, default=0.0, help="DropEdge rate of every path (default 0: off)")
     parser.add_argument("--data-root", default="resources/datasets")
     parser.add_argument("--mirror", default=None)
     args = parser.parse_args()
@@ -77,12 +81,18 @@ def main() -> None:
     def adam(parameters):
         return torch.optim.Adam(parameters, lr=settings["lr"], weight_decay=settings["weight_decay"])
 
+    def dropedges():
+        return [DropEdge(args.dropedge, seed) for seed in range(args.seeds)] if args.dropedge else None
+
     def separate_epoch(pairs):
+        drops = dropedges()
+
         def epoch() -> None:
-            for model, optimiser in pairs:
+            for seed, (model, optimiser) in enumerate(pairs):
                 model.train()
                 optimiser.zero_grad()
-                F.cross_entropy(model(graph, features)[train_rows], train_labels).backward()
+                train_graph = drops[seed].graph_for_epoch(graph) if drops else graph
+                F.cross_entropy(model(train_graph, features)[train_rows], train_labels).backward()
                 optimiser.step()
                 model.eval()
                 with torch.no_grad():
@@ -90,10 +100,17 @@ def main() -> None:
         return epoch
 
     def together_epoch(batched, optimiser):
+        drops = dropedges()
+
         def epoch() -> None:
             batched.train()
             optimiser.zero_grad()
-            logits = batched(graph, features)
+            kept = None
+            if drops:
+                kept = torch.zeros(graph.num_edges(), args.seeds, dtype=torch.bool)
+                for seed, drop in enumerate(drops):
+                    kept[drop.kept_edges(graph), seed] = True
+            logits = batched(graph, features, kept)
             sum(F.cross_entropy(seed_logits[train_rows], train_labels) for seed_logits in logits).backward()
             optimiser.step()
             batched.eval()
@@ -123,7 +140,8 @@ def main() -> None:
 
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} norm {args.norm}, "
-          f"depth {args.depth}, 1 x 16, 100 % missing features, S = {args.seeds} seeds, {args.epochs} epochs a round")
+          f"depth {args.depth}, 1 x 16, 100 % missing features, DropEdge {args.dropedge}, S = {args.seeds} seeds, "
+          f"{args.epochs} epochs a round")
     for epoch in paths.values():
         epoch()  # warm-up
     times = {key: [] for key in paths}
