@@ -158,7 +158,7 @@ def test_publish_writes_the_documented_files(tree, published):
         *(f"diagnose/{s}.{f}" for s in ("layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats")
           for f in ("pdf", "png")),
         "remedies/runs.csv", "remedies/remedies_table.tex", "remedies/remedies_selection_table.tex",
-        "remedies/remedies_paired_table.tex",
+        "remedies/remedies_paired_table.tex", "remedies/remedies_best_table.tex",
         *(f"remedies/{s}.{f}" for s in ("remedies_accuracy", "remedies_mad") for f in ("pdf", "png")),
     }
     written = {p.relative_to(published).as_posix() for p in published.rglob("*") if p.is_file()}
@@ -535,7 +535,7 @@ def test_remedies_runs_csv_holds_the_remedy_settings_and_both_accuracies(tree, p
 
 
 def test_summary_remedies_tables_are_the_tables_of_the_runs(tree, published):
-    from lipnorm.tables import remedies_comparison, remedies_paired, remedies_selection
+    from lipnorm.tables import remedies_best, remedies_comparison, remedies_paired, remedies_selection
 
     records = tree[1]["remedies"]
     tables = summary_tables(published)
@@ -552,6 +552,10 @@ def test_summary_remedies_tables_are_the_tables_of_the_runs(tree, published):
     expected = remedies_selection(runs)
     assert [(r["Dataset"], r["Remedy"]) for r in selection] == list(expected.index)
     assert [[r[c] for c in expected.columns] for r in selection] == expected.values.tolist()
+    best = tables[REMEDIES_SECTION, "The best configuration by validation"]
+    expected = remedies_best(runs)
+    assert [(r["Dataset"], r["Model"]) for r in best] == list(expected.index)
+    assert [[r[c] for c in expected.columns] for r in best] == expected.values.tolist()
     paired = tables[REMEDIES_SECTION, "Paired difference GAT-Lip − GAT at every depth"]
     expected = remedies_paired(runs)
     assert [[r[f"{depth} layers"] for depth in expected.columns] for r in paired] == expected.values.tolist()

@@ -122,6 +122,39 @@ def test_comparison_table_reports_the_literatures_rule_by_default():
     assert ours["cora: ours GAT"] == f"53.0 ± {math.sqrt(13.0):.1f} / 2"
 
 
+def test_the_best_configuration_by_validation_searches_every_remedy_and_depth():
+    """Per dataset and model, over (remedy, depth): the best mean validation accuracy wins
+    whatever its test accuracy; a depth with a diverged seed is no candidate; a tie goes
+    to the shallower depth, then to the remedy first in REMEDIES."""
+    def cell(norm, remedy_settings, depth, vals, tests, status=("ok", "ok")):
+        return [("cora", norm, *remedy_settings, depth, seed, status[seed], vals[seed], tests[seed]) for seed in range(2)]
+
+    none, batchnorm, residual = ("none", 0.0, False, 0.0), ("batchnorm", 0.0, False, 0.0), ("none", 0.0, True, 0.0)
+    rows = [
+        # GAT: BatchNorm at depth 5 wins on validation (mean 75) with test 60/66 (63 ± 4.24);
+        # the residual at 8 has the best test (90) but a lower validation (74); nothing at
+        # depth 2 would win (val 90) but a seed diverged.
+        *cell("none", batchnorm, 5, [0.74, 0.76], [0.60, 0.66]),
+        *cell("none", residual, 8, [0.73, 0.75], [0.90, 0.90]),
+        *cell("none", none, 2, [0.90, 0.90], [0.5, math.nan], ("ok", "diverged")),
+        *cell("none", none, 4, [0.50, 0.50], [0.5, 0.5]),
+        # GAT-Lip: a three-way tie at 70: residual / 4, BatchNorm / 4, BatchNorm / 6 ->
+        # depth 4, then BatchNorm (before the residual in REMEDIES).
+        *cell("lip", residual, 4, [0.70, 0.70], [0.71, 0.73]),
+        *cell("lip", batchnorm, 6, [0.70, 0.70], [0.99, 0.99]),
+        *cell("lip", batchnorm, 4, [0.70, 0.70], [0.61, 0.65]),
+    ]
+    best = remedies.best_by_validation(runs_frame(rows)).set_index("attention_norm")
+    assert list(best.columns) == ["dataset", "remedy", "depth", "val_mean", "test_mean", "test_std", "n", "candidates"]
+    gat, lip = best.loc["none"], best.loc["lip"]
+    assert (gat["remedy"], gat["depth"], gat["n"], gat["candidates"]) == ("batchnorm", 5, 2, 3)
+    assert gat["val_mean"] == pytest.approx(75.0)
+    assert gat["test_mean"] == pytest.approx(63.0)
+    assert gat["test_std"] == pytest.approx(math.sqrt(18.0))  # deviations -3, 3
+    assert (lip["remedy"], lip["depth"], lip["candidates"]) == ("batchnorm", 4, 3)
+    assert lip["test_mean"] == pytest.approx(63.0)
+
+
 # --- paired differences ---------------------------------------------------------------
 
 T_975 = {1: 12.706204736174707, 2: 4.302652729749464, 4: 2.7764451051977987, 29: 2.045229642132703}

@@ -18,9 +18,11 @@ from test_tables import parse_tabular
 
 from lipnorm import plots, registry
 from lipnorm.aggregate import aggregate_runs, write_aggregate
-from lipnorm.remedies import PUBLISHED, remedy_label
+from lipnorm.remedies import PUBLISHED, REMEDIES, remedy_label
 from lipnorm.tables import (
     TABLES,
+    remedies_best,
+    remedies_best_table,
     difference_text,
     remedies_comparison,
     remedies_paired,
@@ -48,18 +50,25 @@ def cell_runs(records, dataset, attention_norm, remedy, depth):
             == (dataset, attention_norm, remedy, depth)]
 
 
+def cell_stats(records, dataset, attention_norm, remedy, depth):
+    """(mean validation metric, test metrics) %, over seeds; None where a seed diverged
+    (no candidate for any rule)."""
+    runs = cell_runs(records, dataset, attention_norm, remedy, depth)
+    if any(r["status"] == "diverged" for r in runs):
+        return None
+    return np.mean([r["val_metric"] for r in runs]) * 100, np.array([r["test_metric"] for r in runs]) * 100
+
+
 def selected(records, dataset, attention_norm, remedy, rule="validation"):
     """(depth, val mean, test mean, test std) %, over seeds, at the depth `rule` chooses
     among the depths where no seed diverged: validation, the best mean validation
     metric; literature, the best mean test metric (the shallower on a tie)."""
     candidates = []
     for depth in REMEDY_GRID["depth"]:
-        runs = cell_runs(records, dataset, attention_norm, remedy, depth)
-        if any(r["status"] == "diverged" for r in runs):
-            continue
-        val = np.mean([r["val_metric"] for r in runs]) * 100
-        test = np.array([r["test_metric"] for r in runs]) * 100
-        candidates.append((depth, val, test.mean(), test.std(ddof=1)))
+        stats = cell_stats(records, dataset, attention_norm, remedy, depth)
+        if stats is not None:
+            val, test = stats
+            candidates.append((depth, val, test.mean(), test.std(ddof=1)))
     column = {"validation": 1, "literature": 2}[rule]
     return max(candidates, key=lambda c: (c[column], -c[0]))
 
@@ -102,7 +111,7 @@ def test_remedies_writes_its_stems(remedies_runs, tmp_path):
     records, _ = remedies_runs
     write_aggregate([r["run_dir"] for r in records], tmp_path / "aggregate")
     written = write_tables("remedies", tmp_path / "aggregate", tmp_path / "tables")
-    stems = ["remedies_table", "remedies_selection_table", "remedies_paired_table"]
+    stems = ["remedies_table", "remedies_selection_table", "remedies_paired_table", "remedies_best_table"]
     assert [p.name for p in written] == [f"{stem}.tex" for stem in stems]
     assert TABLES["remedies"] == stems
 
@@ -172,6 +181,34 @@ def test_selection_table_is_our_rule_with_the_paired_difference(remedies_runs):
     head, body = parse_tabular(render(*remedies_selection_table(tables["runs"])))
     assert head[0][2:] == ["GAT (acc $\\pm$ sd / \\#L)", "GAT-Lip (acc $\\pm$ sd / \\#L)", "Seeds paired",
                            "$\\Delta$ GAT-Lip $-$ GAT (points) [95 \\% interval]", "Verdict"]
+    assert [row[2:] for row in body] == [[cell.replace(" ± ", " $\\pm$ ") for cell in cells]
+                                         for cells in text.itertuples(index=False)]
+
+
+def test_best_table_is_the_configuration_of_the_best_validation_over_the_whole_grid(remedies_runs):
+    """Per dataset and model, over every remedy and depth without a diverged seed: the
+    best mean validation accuracy, its test accuracy, the count searched, SNR's cell."""
+    records, tables = remedies_runs
+    text = remedies_best(tables["runs"])
+    assert list(text.index) == [(DATASETS[d], model) for d in DATASETS for model in MODELS.values()]
+    assert list(text.columns) == ["Configuration (remedy / #L)", "Validation (%)", "Test (acc ± sd)", "Searched",
+                                  "Published best, SNR (acc ± sd / #L)"]
+    for dataset in DATASETS:
+        snr = PUBLISHED[("snr", dataset)]
+        for norm, model in MODELS.items():
+            candidates = [
+                (stats[0], -depth, -REMEDIES.index(remedy), remedy, depth, stats[1])
+                for remedy in REMEDY_ARMS for depth in REMEDY_GRID["depth"]
+                if (stats := cell_stats(records, dataset, norm, remedy, depth)) is not None
+            ]
+            val, _, _, remedy, depth, test = max(candidates, key=lambda c: c[:3])
+            assert list(text.loc[(DATASETS[dataset], model)]) == [
+                f"{remedy_label(remedy)} / {depth}", f"{val:.1f}", f"{test.mean():.1f} ± {test.std(ddof=1):.1f}",
+                str(len(candidates)), f"{snr.accuracy:.1f} ± {snr.std:.1f} / {snr.depth}",
+            ]
+    head, body = parse_tabular(render(*remedies_best_table(tables["runs"])))
+    assert head[0][2:] == ["Configuration (remedy / \\#L)", "Validation (\\%)", "Test (acc $\\pm$ sd)", "Searched",
+                           "Published best, SNR (acc $\\pm$ sd / \\#L)"]
     assert [row[2:] for row in body] == [[cell.replace(" ± ", " $\\pm$ ") for cell in cells]
                                          for cells in text.itertuples(index=False)]
 

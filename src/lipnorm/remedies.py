@@ -210,6 +210,41 @@ def at_chosen_depths(chosen: pd.DataFrame, rule: str, keys: tuple[str, ...] = CE
     return chosen[[*keys, *columns]].rename(columns=columns)
 
 
+def best_by_validation(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and model (`attention_norm`), the configuration of the grid with the
+    best mean validation accuracy over every remedy and depth run, and the test accuracy
+    there (%, over seeds): a choice that never reads the test set, to set beside the best
+    published cell (SNR's). Ties go to the shallower depth, then to the remedy first in
+    `REMEDIES`; a depth with a diverged seed is no candidate (`select_depths`' rule).
+
+    Columns: dataset, attention_norm, remedy, depth, val_mean, test_mean, test_std, n,
+    and `candidates`, the number of (remedy, depth) configurations searched.
+    """
+    runs = _with_remedy(runs)
+    rank = {name: index for index, name in enumerate(remedy_order(runs["remedy"]))}
+    rows = []
+    for (dataset, attention_norm), cell in runs.groupby(["dataset", "attention_norm"], sort=False):
+        candidates = []
+        for (remedy, depth), group in cell.groupby(["remedy", "depth"]):
+            if (group["status"] == "diverged").any():
+                continue
+            val_mean, _ = _seed_stats(group["best_val_val"])
+            test_mean, test_std = _seed_stats(group["best_val_test"])
+            candidates.append((remedy, int(depth), val_mean, test_mean, test_std, len(group)))
+        if not candidates:
+            continue
+        remedy, depth, val_mean, test_mean, test_std, n = max(
+            candidates, key=lambda c: (c[2], -c[1], -rank[c[0]])
+        )
+        rows.append({
+            "dataset": dataset, "attention_norm": attention_norm, "remedy": remedy, "depth": depth,
+            "val_mean": val_mean, "test_mean": test_mean, "test_std": test_std, "n": n,
+            "candidates": len(candidates),
+        })
+    columns = ["dataset", "attention_norm", "remedy", "depth", "val_mean", "test_mean", "test_std", "n", "candidates"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 # --- LipschitzNorm's effect: paired differences -----------------------------------------
 
 CONFIDENCE = 0.95
@@ -370,7 +405,8 @@ def accuracy_text(mean: float, std: float, depth: int) -> str:
     return f"{mean:.1f}{spread} / {depth}"
 
 
-def _published(entry: Published | None) -> str:
+def published_text(entry: Published | None) -> str:
+    """A published cell as the tables print it: "accuracy ± std / depth", "–" for none."""
     if entry is None:
         return "–"
     spread = "" if entry.std is None else f" ± {entry.std:.1f}"
@@ -399,7 +435,7 @@ def comparison_table(runs: pd.DataFrame, rule: str = LITERATURE_RULE) -> pd.Data
     for remedy in [*remedy_order(chosen["remedy"]), "snr"]:
         row = {"remedy": "SNR (best published)" if remedy == "snr" else remedy_label(remedy)}
         for dataset in datasets:
-            row[f"{dataset}: published GAT"] = _published(PUBLISHED.get((remedy, dataset)))
+            row[f"{dataset}: published GAT"] = published_text(PUBLISHED.get((remedy, dataset)))
             for attention_norm, name in (("none", "GAT"), ("lip", "GAT-Lip")):
                 match = chosen[(chosen["dataset"] == dataset) & (chosen["remedy"] == remedy)
                                & (chosen["attention_norm"] == attention_norm)]

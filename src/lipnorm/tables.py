@@ -41,7 +41,7 @@ TABLES: dict[str, list[str]] = {
     "lipschitz": [],
     "classic": ["classic_table"],
     "diagnose": ["diagnose_table"],
-    "remedies": ["remedies_table", "remedies_selection_table", "remedies_paired_table"],
+    "remedies": ["remedies_table", "remedies_selection_table", "remedies_paired_table", "remedies_best_table"],
 }
 
 # Veličković et al. (2018), Graph Attention Networks, Table 2: mean ± std test
@@ -517,6 +517,35 @@ def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(cells, columns=columns, index=_remedy_index(rows))
 
 
+BEST_HEADS = ("Configuration (remedy / #L)", "Validation (%)", "Test (acc ± sd)", "Searched",
+              "Published best, SNR (acc ± sd / #L)")
+
+
+def remedies_best(runs: pd.DataFrame) -> pd.DataFrame:
+    """The grid's best configuration by validation, plain text: per dataset × model
+    (rows, labels), the remedy and depth of the best mean validation accuracy over the
+    whole grid (`remedies.best_by_validation`), that mean, the test accuracy there (± std
+    over seeds), how many configurations were searched, and the best published GAT
+    cell (SNR's, `remedies.PUBLISHED`)."""
+    best = remedies.best_by_validation(remedies.with_remedies(runs))
+    rows, cells = [], []
+    for dataset in ordered("dataset", best["dataset"]):
+        for norm in ("none", "lip"):
+            match = best[(best["dataset"] == dataset) & (best["attention_norm"] == norm)]
+            if match.empty:
+                continue
+            row = match.iloc[0]
+            spread = "" if np.isnan(row["test_std"]) else f" ± {row['test_std']:.1f}"
+            rows.append((label("dataset", dataset), remedies.model_label(runs, norm)))
+            cells.append(dict(zip(BEST_HEADS, (
+                f"{remedies.remedy_label(row['remedy'])} / {row['depth']}", f"{row['val_mean']:.1f}",
+                f"{row['test_mean']:.1f}{spread}", str(row["candidates"]),
+                remedies.published_text(remedies.PUBLISHED.get(("snr", dataset))),
+            ))))
+    index = pd.MultiIndex.from_tuples(rows, names=[NAMES["dataset"], "Model"])
+    return pd.DataFrame(cells, columns=list(BEST_HEADS), index=index)
+
+
 def remedies_paired(runs: pd.DataFrame) -> pd.DataFrame:
     """LipschitzNorm's effect at every depth, plain text: per dataset × remedy (rows) and
     depth (columns), the paired difference GAT-Lip − GAT of test accuracy in points with
@@ -588,6 +617,12 @@ def remedies_paired_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]
     return text, np.zeros(text.shape, dtype=bool)
 
 
+def remedies_best_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The best configuration by validation (`remedies_best`), as LaTeX; nothing bold."""
+    text = _latex_texts(remedies_best(runs))
+    return text, np.zeros(text.shape, dtype=bool)
+
+
 # Stem -> builder of (text, bold); its arguments are the tables BUILDER_INPUTS names.
 BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
     "depth_accuracy_table": depth_table,
@@ -599,6 +634,7 @@ BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
     "remedies_table": remedies_table,
     "remedies_selection_table": remedies_selection_table,
     "remedies_paired_table": remedies_paired_table,
+    "remedies_best_table": remedies_best_table,
 }
 # The aggregate tables each builder takes, in order (default: the runs table alone).
 BUILDER_INPUTS: dict[str, tuple[str, ...]] = {
