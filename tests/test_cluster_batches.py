@@ -249,10 +249,6 @@ def test_cluster_batches_differ_from_full_batch(tmp_path):
     assert full.train_step().loss.item() != cluster.train_step().loss.item()
 
 
-def test_the_cli_and_the_module_agree_on_the_batchings():
-    assert cli.BATCHINGS == cluster_batches.BATCHINGS
-
-
 # --- validation ---------------------------------------------------------------------
 
 

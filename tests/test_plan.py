@@ -154,12 +154,6 @@ def test_checkpointed_saved_inputs_of_32_mib_and_more_are_known_not_fitted():
     assert saved_mb(dataclasses.replace(quarter, batch_partitions=4)) == pytest.approx(saved_mb(large))
 
 
-def test_the_plans_mapping_threshold_is_the_allocators():
-    from lipnorm import train
-
-    assert plan.MAPPED_LARGE_TENSOR_BYTES == train.MAPPED_LARGE_TENSOR_BYTES
-
-
 @pytest.mark.parametrize(
     "settings, message",
     [

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from lipnorm.io import atomic_dir
+from lipnorm.settings.constants import DEFAULT_DATA_ROOT
 
 # csbm graphs: average degree 9 plus one self-loop, so edges = 10 x nodes exactly.
 CSBM_AVG_DEGREE = 9
@@ -925,7 +926,7 @@ def run_benchmark(
     out: str | os.PathLike = "results/bench",
     quick: bool = False,
     threads: int | None = None,
-    root: str | os.PathLike = "resources/datasets",
+    root: str | os.PathLike = DEFAULT_DATA_ROOT,
     mirror: str | None = None,
     log: Callable[[str], None] | None = None,
     device: str = "cpu",

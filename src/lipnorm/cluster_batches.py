@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from lipnorm.io import atomic_path
+from lipnorm.settings.constants import BATCHINGS
 
-BATCHINGS = ("full", "cluster")
 # 4 batches an epoch, each a quarter of the graph's nodes (a step's activations about a
 # quarter of the full batch's); on Cora (GAT-Lip, depth 5, 100 % missing features) the
 # test accuracy stayed within a point of full batch's, where 8 batches of 32 parts lost
@@ -42,7 +42,7 @@ DEFAULT_BATCH_PARTITIONS = 16
 FULL_BATCH_ONLY = ("gat-classic",)
 
 __all__ = [
-    "BATCHINGS", "DEFAULT_BATCH_PARTITIONS", "DEFAULT_PARTITIONS", "Batch", "ClusterBatches",
+    "DEFAULT_BATCH_PARTITIONS", "DEFAULT_PARTITIONS", "Batch", "ClusterBatches",
     "cache_path", "check_settings", "partition_sampler",
 ]
 

@@ -57,13 +57,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lipnorm import grid, registry
 from lipnorm.registry import DatasetSizes
+from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT, MAPPED_LARGE_TENSOR_BYTES
 
 # Environment variable naming a calibration file (`--coefficients` wins).
 COEFFICIENTS_ENV = "LIPNORM_PLAN_COEFFICIENTS"
 DEFAULT_COEFFICIENTS = "plan_coefficients.json"
 # /2: the terms of projections, cluster evaluation and batches (a /1 file: calibrate anew).
 FORMAT = "lipnorm-plan-coefficients/2"
-BATCHING = ("full", "cluster")
 _FLOATS_MB = 4 / 2**20
 _GIGA = 1e-9
 
@@ -111,8 +111,8 @@ class RunShape:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"plan: {key}={value!r} must be a positive integer")
-        if self.batching not in BATCHING:
-            raise ValueError(f"plan: batching={self.batching!r}; allowed: {', '.join(BATCHING)}")
+        if self.batching not in BATCHINGS:
+            raise ValueError(f"plan: batching={self.batching!r}; allowed: {', '.join(BATCHINGS)}")
         if self.batch_partitions > self.partitions:
             raise ValueError(
                 f"plan: batch_partitions={self.batch_partitions} must be at most partitions={self.partitions}"
@@ -124,16 +124,10 @@ class RunShape:
         return self.heads * self.hidden
 
 
-# `lipnorm.train.MAPPED_LARGE_TENSOR_BYTES`, spelt here so that the plan imports no torch
-# (a test keeps them equal): under checkpointing or cluster batches, tensors from this
-# size on get a mapping each instead of a place in glibc's heap
-# (`lipnorm.train.retain_freed_memory`).
-MAPPED_LARGE_TENSOR_BYTES = 32 << 20
-
-
 def _saved_inputs_mapped(nodes: float, shape: RunShape) -> bool:
     """Whether a checkpointed run's saved block inputs, (nodes, W) float32 each, are mapped
-    one by one: then each takes exactly its size, a known term, not a fitted one (in the
+    one by one (from MAPPED_LARGE_TENSOR_BYTES on, `lipnorm.tuning.retain_freed_memory`):
+    then each takes exactly its size, a known term, not a fitted one (in the
     heap, fragmentation makes it a fitted multiple)."""
     return shape.checkpoint and nodes * shape.width * 4 >= MAPPED_LARGE_TENSOR_BYTES
 
@@ -390,7 +384,7 @@ def csbm_sizes(params: Any) -> DatasetSizes:
 _LOADED_SIZES: dict[str, DatasetSizes] = {}
 
 
-def dataset_sizes(name: str, csbm: Any = None, root: str = "resources/datasets", mirror: str | None = None) -> DatasetSizes:
+def dataset_sizes(name: str, csbm: Any = None, root: str = DEFAULT_DATA_ROOT, mirror: str | None = None) -> DatasetSizes:
     """The sizes of dataset `name`: registered ones as registered, csbm's from `csbm`,
     else (a plugin's dataset without sizes) counted by loading it once per process."""
     entry = registry.dataset(name)
