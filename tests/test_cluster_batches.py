@@ -260,7 +260,8 @@ def test_cluster_batches_differ_from_full_batch(tmp_path):
         ({"batch_partitions": -2}, r"batch_partitions must be an integer >= 1, got -2"),
         ({"partitions": 4, "batch_partitions": 5}, r"batch_partitions=5 must be at most partitions=4"),
         ({"batching": "cluster", "model": "gat-classic"},
-         r"batching='cluster': model 'gat-classic' is trained on the whole graph only"),
+         r"batching='cluster': model 'gat-classic' is trained on the whole graph only: architecture "
+         r"'gat-classic' is registered with full_batch_only=True \(cluster batches apply to gat, gt, gcn"),
         ({"partitions": 2.0}, r"partitions must be an integer, got 2.0"),
         ({"batch_partitions": True}, r"batch_partitions must be an integer, got True"),
     ],

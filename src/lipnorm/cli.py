@@ -187,13 +187,13 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     flags.add_argument(
         "--checkpoint", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
         help="activation checkpointing: each attention block recomputed in the backward pass, "
-        "less memory, the same numbers (deep models; default off)",
+        "less memory, the same numbers (architectures registered checkpointable; default off)",
     )
     flags.add_argument(
         "--batching", choices=BATCHINGS, default=argparse.SUPPRESS,
         help="full: each training step on the whole graph (default); cluster: Cluster-GCN "
         "batches, the subgraphs of --batch-partitions of the graph's --partitions METIS parts, "
-        "one step each (deep models; docs/training.md)",
+        "one step each (every architecture not registered full-batch only; docs/training.md)",
     )
     flags.add_argument(
         "--partitions", type=int, metavar="K", default=argparse.SUPPRESS,
