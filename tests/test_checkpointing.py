@@ -152,7 +152,10 @@ def test_batchnorm_running_statistics_are_updated_once_per_step():
 
 def test_gat_classic_rejects_checkpointing_naming_the_model():
     config = ModelConfig(model="gat-classic", in_feats=IN_FEATS, num_classes=NUM_CLASSES, checkpoint=True)
-    with pytest.raises(ValueError, match="checkpoint=True: model 'gat-classic' has no checkpointed blocks"):
+    with pytest.raises(ValueError, match=(
+        r"^checkpoint=True: model 'gat-classic' has no checkpointed blocks: architecture 'gat-classic' is not "
+        r"registered with checkpointable=True \(those that are: gat, gt, gcn"
+    )):
         build_model(config)
     with pytest.raises(ValueError, match="model 'gat-classic' has no checkpointed blocks"):
         TrainConfig(model="gat-classic", checkpoint=True).validate()

@@ -154,12 +154,6 @@ def test_checkpointed_saved_inputs_of_32_mib_and_more_are_known_not_fitted():
     assert saved_mb(dataclasses.replace(quarter, batch_partitions=4)) == pytest.approx(saved_mb(large))
 
 
-def test_the_plans_mapping_threshold_is_the_allocators():
-    from lipnorm import train
-
-    assert plan.MAPPED_LARGE_TENSOR_BYTES == train.MAPPED_LARGE_TENSOR_BYTES
-
-
 @pytest.mark.parametrize(
     "settings, message",
     [
@@ -457,9 +451,17 @@ def test_a_job_that_fits_nothing_is_refused_naming_it_its_estimate_and_the_limit
     assert "checkpoint=True:" in message and "cluster batches are not allowed" in message
 
 
-def test_gat_classic_is_not_given_checkpointing(shipped):
-    with pytest.raises(ValueError, match="as configured: .* MB \\(cluster"):
-        plan.plan_job("classic", "cora/gat-classic/L2/a1/r0/s0", {}, registry.dataset("cora").sizes, shipped, max_mem_mb=10)
+def test_gat_classic_is_given_neither_checkpointing_nor_cluster_batches(shipped):
+    cluster = {"partitions": 4, "batch_partitions": 2}
+    with pytest.raises(ValueError) as error:
+        plan.plan_job(
+            "classic", "cora/gat-classic/L2/a1/r0/s0", {}, registry.dataset("cora").sizes, shipped,
+            max_mem_mb=10, cluster=cluster,
+        )
+    assert re.search(
+        r"request x1.25 = as configured: \d+ MB \(architecture 'gat-classic' is registered with "
+        r"full_batch_only=True: no cluster batches\)$", str(error.value),
+    )
 
 
 def test_a_job_over_max_runtime_is_refused(shipped):

@@ -3,6 +3,7 @@ architecture, normalisation and dataset through `lipnorm train` and the workflow
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ import torch
 import yaml
 from torch import nn
 
-from lipnorm import aggregate, cli, data, grid, plots, registry, train
+from lipnorm import aggregate, cli, data, grid, plan, plots, registry, train
 from lipnorm.nn import functional, models
 from lipnorm.nn.models import ModelConfig, build_model, gradient_groups
 
@@ -522,6 +523,161 @@ def test_a_users_dataset_loads_as_a_node_dataset(user_entries):
     assert dataset.graph.num_edges() == parts["graph"].num_edges() + 8
     assert data.fetch_dataset("test-ring") is None
     assert data.missing_features_mask(dataset.train_mask.numpy(), 100, 0).sum() == 4
+
+
+# --- what a user's architecture may take: checkpointing, cluster batches ------------------
+
+TINY_CSBM = "nodes=40,classes=2,avg_degree=3,feature_dim=4"
+
+
+class CheckpointedMean(nn.Module):
+    """A whole-model factory's network that keeps `checkpointable=True`'s contract: with
+    `config.checkpoint` it recomputes each block but the last in the backward pass, and
+    says so with a true `checkpoint`. Input Linear, `depth` MeanConv blocks (ELU between),
+    output Linear."""
+
+    blocks_run = 0  # every block's forward, recomputations included
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        width = cfg.heads * cfg.hidden
+        self.checkpoint = cfg.checkpoint
+        self.returns_attention = False
+        self.parameter_groups = {"lin.weight": "fc"}
+        self.input_fc = nn.Linear(cfg.in_feats, width)
+        self.layers = nn.ModuleList(MeanConv(width, cfg.hidden, cfg.heads) for _ in range(cfg.depth))
+        self.output_fc = nn.Linear(width, cfg.num_classes)
+
+    def _block(self, i, graph, h):
+        type(self).blocks_run += 1
+        h = self.layers[i](graph, h).flatten(1)
+        return torch.nn.functional.elu(h) if i < len(self.layers) - 1 else h
+
+    def forward(self, graph, feat):
+        h = self.input_fc(feat)
+        recompute = self.checkpoint and self.training and torch.is_grad_enabled()
+        for i in range(len(self.layers)):
+            if recompute and i < len(self.layers) - 1:
+                h = torch.utils.checkpoint.checkpoint(self._block, i, graph, h, use_reentrant=False)
+            else:
+                h = self._block(i, graph, h)
+        return self.output_fc(h)
+
+    def numbered_layers(self):
+        last = len(self.layers) + 1
+        return [
+            models.NumberedLayer(0, "input", self.input_fc, None),
+            *(models.NumberedLayer(i + 1, "attention", layer, None, graph_layer=True) for i, layer in enumerate(self.layers)),
+            models.NumberedLayer(last, "output", self.output_fc, None),
+        ]
+
+
+@pytest.fixture
+def capability_entries():
+    """Whole-model architectures: one checkpointable, one not, one full-batch only."""
+    names = ("test-checkpointed", "test-plain", "test-whole")
+    for name, flags in zip(names, ({"checkpointable": True}, {}, {"full_batch_only": True})):
+        registry.register_architecture(
+            name, label=name, colour="#123456", model=CheckpointedMean, attention=False, norms=False, **flags
+        )
+    yield
+    for name in names:
+        registry.unregister("architecture", name)
+
+
+def test_capability_defaults_keep_lipnorms_own_architectures_as_they_were():
+    flags = {name: (entry.checkpointable, entry.full_batch_only) for name, entry in registry.ARCHITECTURES.items()}
+    assert {name: flags[name] for name in ("gat", "gt", "gat-classic", "gcn")} == {
+        "gat": (True, False), "gt": (True, False), "gat-classic": (False, True), "gcn": (True, False),
+    }
+    # A layer factory is stacked (and checkpointed) by lipnorm, a whole-model factory is not.
+    layer = registry.register_architecture("test-layer", label="L", colour="#000000", layer=mean_conv)
+    model = registry.register_architecture("test-model", label="M", colour="#000000", model=CheckpointedMean)
+    try:
+        assert (layer.checkpointable, model.checkpointable) == (True, False)
+        assert (layer.full_batch_only, model.full_batch_only) == (False, False)
+    finally:
+        registry.unregister("architecture", "test-layer")
+        registry.unregister("architecture", "test-model")
+
+
+def train_capability_run(out, model, *flags):
+    return cli.main([
+        "train", "--dataset", "csbm", "--csbm", TINY_CSBM, "--model", model, "--depth", "3", "--heads", "2",
+        "--hidden", "2", "--epochs", "2", "--seed", "1", "--data-root", str(out.parent / "datasets"),
+        "--out", str(out), *flags,
+    ])
+
+
+def test_a_checkpointable_model_plugin_trains_with_checkpoint_to_the_same_numbers(capability_entries, tmp_path):
+    runs = {}
+    for name, flags in (("plain", ()), ("checkpointed", ("--checkpoint",))):
+        before = CheckpointedMean.blocks_run
+        assert train_capability_run(tmp_path / name, "test-checkpointed", *flags) == 0
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        runs[name] = (summary, pd.read_parquet(tmp_path / name / "metrics.parquet"), CheckpointedMean.blocks_run - before)
+    (plain, plain_metrics, plain_blocks), (checkpointed, metrics, blocks) = runs["plain"], runs["checkpointed"]
+    assert (plain["config"]["checkpoint"], checkpointed["config"]["checkpoint"]) == (False, True)
+    # Each of the 2 training steps recomputed the 2 blocks before the last: 4 more block runs.
+    assert blocks - plain_blocks == 2 * 2
+    assert metrics["train_loss"].tolist() == plain_metrics["train_loss"].tolist()
+    assert checkpointed["test_metric"] == plain["test_metric"]
+
+
+def test_a_checkpointable_model_plugin_is_planned_with_checkpointing(capability_entries):
+    shipped = plan.load_coefficients()
+    arxiv = registry.dataset("ogbn-arxiv").sizes
+    settings = {"heads": 8, "hidden": 64, "epochs": 10}
+    subdir = "ogbn-arxiv/test-checkpointed/L10/a1/r0/s0"
+    limit = plan.plan_job("depth", subdir, settings, arxiv, shipped).mem_mb() - 1
+    job = plan.plan_job("depth", subdir, settings, arxiv, shipped, max_mem_mb=limit)
+    assert job.changed == {"checkpoint": True} and job.settings == {**settings, "checkpoint": True}
+    assert job.mem_mb() <= limit
+    # Not declared: not offered.
+    with pytest.raises(ValueError, match=r"request x1.25 = as configured: \d+ MB \(cluster batches are not allowed"):
+        plan.plan_job("depth", subdir.replace("test-checkpointed", "test-plain"), settings, arxiv, shipped, max_mem_mb=limit)
+
+
+def refusal(capsys, out, model, *flags) -> str:
+    """The error line of a `lipnorm train` the CLI refused before writing anything."""
+    with pytest.raises(SystemExit) as exit_info:
+        train_capability_run(out, model, *flags)
+    assert exit_info.value.code == 2 and not out.exists()
+    return capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_model_plugin_not_declared_checkpointable_is_refused_checkpoint(capability_entries, tmp_path, capsys):
+    checkpointed = [name for name, entry in registry.ARCHITECTURES.items() if entry.checkpointable]
+    assert checkpointed[:3] == ["gat", "gt", "gcn"] and "test-checkpointed" in checkpointed
+    assert "gat-classic" not in checkpointed and "test-plain" not in checkpointed
+    assert refusal(capsys, tmp_path / "run", "test-plain", "--checkpoint") == (
+        "lipnorm: error: checkpoint=True: model 'test-plain' has no checkpointed blocks: architecture "
+        f"'test-plain' is not registered with checkpointable=True (those that are: {', '.join(checkpointed)})"
+    )
+
+
+def test_a_checkpointable_model_plugin_whose_network_does_not_checkpoint_is_named(capability_entries):
+    registry.unregister("architecture", "test-checkpointed")
+    registry.register_architecture(
+        "test-checkpointed", label="C", colour="#123456", model=lambda cfg: CheckpointedMean(dataclasses.replace(cfg, checkpoint=False)),
+        attention=False, norms=False, checkpointable=True,
+    )
+    with pytest.raises(ValueError) as error:
+        build_model(ModelConfig(model="test-checkpointed", in_feats=3, num_classes=2, checkpoint=True))
+    assert str(error.value) == (
+        "checkpoint=True: model 'test-checkpointed' has no checkpointed blocks: architecture 'test-checkpointed' "
+        "is registered with checkpointable=True, but its model factory built a CheckpointedMean without a true "
+        "`checkpoint` attribute (the network's word that it recomputes its blocks in the backward pass)"
+    )
+
+
+def test_a_full_batch_only_plugin_is_refused_cluster_batches(capability_entries, tmp_path, capsys):
+    batched = [name for name, entry in registry.ARCHITECTURES.items() if not entry.full_batch_only]
+    assert batched[:3] == ["gat", "gt", "gcn"] and "test-whole" not in batched and "gat-classic" not in batched
+    assert refusal(capsys, tmp_path / "run", "test-whole", "--batching", "cluster") == (
+        "lipnorm: error: batching='cluster': model 'test-whole' is trained on the whole graph only: architecture "
+        f"'test-whole' is registered with full_batch_only=True (cluster batches apply to {', '.join(batched)})"
+    )
 
 
 # --- plugins ------------------------------------------------------------------------------

@@ -43,7 +43,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from lipnorm import registry
 from lipnorm.io import atomic_dir
+from lipnorm.settings.constants import DEFAULT_DATA_ROOT
 
 # csbm graphs: average degree 9 plus one self-loop, so edges = 10 x nodes exactly.
 CSBM_AVG_DEGREE = 9
@@ -318,12 +320,12 @@ def estimated_step_gflop(
 ) -> float:
     """Rough floating-point work of one training step (forward + backward ~ 3 x forward).
 
-    Per attention layer: the projections (1 for "gat", 4 for "gt": queries, keys,
-    values, skip) of width W = heads x hidden, 2 N W^2 each, and about 7 edge passes
-    of width W; plus the input Linear. Used to keep the full run within its time budget.
+    Per attention layer: the projections (the family's registered `projections`: 1 for
+    "gat", 4 for "gt": queries, keys, values, skip) of width W = heads x hidden, 2 N W^2
+    each, and about 7 edge passes of width W; plus the input Linear. Used to keep the full run within its time budget.
     """
     width = heads * hidden
-    projections = 4 if family == "gt" else 1
+    projections = registry.architecture(family).projections
     per_layer = projections * 2 * nodes * width * width + 7 * edges * width
     return 3 * (depth * per_layer + 2 * nodes * in_feats * width) / 1e9
 
@@ -333,13 +335,13 @@ def floor_gemms(case: Case, in_feats: int, num_classes: int) -> list[tuple[int, 
     `(rows, inner, cols, transposed)`: an `(rows, inner) x (inner, cols)` product whose
     left factor is a transposed view when `transposed` (as autograd's weight gradient).
 
-    Per projection of every attention layer (1 for "gat", 4 for "gt": queries, keys,
-    values, skip), with N nodes and W = heads x hidden: forward X.W `(N, W) x (W, W)`,
-    backward dY.W^T `(N, W) x (W, W)` and X^T.dY `(W, N) x (N, W)`. The input Linear:
+    Per projection of every attention layer (the family's registered `projections`: 1
+    for "gat", 4 for "gt": queries, keys, values, skip), with N nodes and W = heads x
+    hidden: forward X.W `(N, W) x (W, W)`, backward dY.W^T `(N, W) x (W, W)` and X^T.dY `(W, N) x (N, W)`. The input Linear:
     forward and X^T.dY (the features need no gradient); the output Linear: all three.
     """
     nodes, width = case.nodes, case.heads * case.hidden
-    projections = 4 if case.family == "gt" else 1
+    projections = registry.architecture(case.family).projections
 
     def linear(fan_in: int, fan_out: int, input_grad: bool = True) -> list[tuple[int, int, int, bool]]:
         forward = (nodes, fan_in, fan_out, False)
@@ -925,7 +927,7 @@ def run_benchmark(
     out: str | os.PathLike = "results/bench",
     quick: bool = False,
     threads: int | None = None,
-    root: str | os.PathLike = "resources/datasets",
+    root: str | os.PathLike = DEFAULT_DATA_ROOT,
     mirror: str | None = None,
     log: Callable[[str], None] | None = None,
     device: str = "cpu",

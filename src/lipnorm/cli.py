@@ -14,9 +14,8 @@ import sys
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
 from lipnorm import registry
 from lipnorm.recipes import RECIPES
+from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
 
-# `lipnorm.cluster_batches.BATCHINGS`, spelt here so that `lipnorm --help` imports no torch.
-BATCHINGS = ("full", "cluster")
 DEVICE_HELP = (
     "cpu (default), cuda, cuda:N or auto (cuda if torch sees a GPU and DGL has CUDA, else "
     "cpu); cuda needs DGL's CUDA build (docs/training.md)"
@@ -59,7 +58,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False, parents=[_plugins_parser()])
     common.add_argument("name", metavar="NAME", help=_names("dataset"))
     common.add_argument(
-        "--root", default="resources/datasets", help="dataset folder (default: %(default)s)"
+        "--root", default=DEFAULT_DATA_ROOT, help="dataset folder (default: %(default)s)"
     )
     common.add_argument(
         "--mirror",
@@ -171,7 +170,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         ("--save-every", int, "save the training state every N epochs, beside RUN_DIR as RUN_DIR.state.pt, "
          "which a rerun of the same command resumes from; SIGTERM/SIGINT save it too (default 50)"),
         ("--mask", str, "missing-features mask (.npy) from `lipnorm data mask`"),
-        ("--data-root", str, "dataset folder (default resources/datasets)"),
+        ("--data-root", str, f"dataset folder (default {DEFAULT_DATA_ROOT})"),
         ("--mirror", str, "dataset mirror folder"),
         ("--csbm", str, "csbm parameters key=value,..."),
     ):
@@ -188,13 +187,13 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     flags.add_argument(
         "--checkpoint", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
         help="activation checkpointing: each attention block recomputed in the backward pass, "
-        "less memory, the same numbers (deep models; default off)",
+        "less memory, the same numbers (architectures registered checkpointable; default off)",
     )
     flags.add_argument(
         "--batching", choices=BATCHINGS, default=argparse.SUPPRESS,
         help="full: each training step on the whole graph (default); cluster: Cluster-GCN "
         "batches, the subgraphs of --batch-partitions of the graph's --partitions METIS parts, "
-        "one step each (deep models; docs/training.md)",
+        "one step each (every architecture not registered full-batch only; docs/training.md)",
     )
     flags.add_argument(
         "--partitions", type=int, metavar="K", default=argparse.SUPPRESS,
@@ -317,7 +316,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--quick", action="store_true", help="a tiny subset (well under a minute)")
     bench.add_argument("--out", default="results/bench", help="output folder (default: %(default)s)")
     bench.add_argument("--threads", type=int, help="torch/DGL CPU threads (default: torch's default)")
-    bench.add_argument("--data-root", default="resources/datasets", help="dataset folder (default: %(default)s)")
+    bench.add_argument("--data-root", default=DEFAULT_DATA_ROOT, help="dataset folder (default: %(default)s)")
     bench.add_argument("--mirror", metavar="DIR", help="dataset mirror (default: $LIPNORM_DATA_MIRROR)")
     bench.add_argument("--device", default="cpu", help=DEVICE_HELP)
     bench.add_argument(
@@ -367,7 +366,7 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--batching", default="full", help="full (default) or cluster")
     run.add_argument("--partitions", type=int, default=1, help="cluster: METIS partitions K")
     run.add_argument("--batch-partitions", type=int, default=1, help="cluster: partitions per batch B")
-    run.add_argument("--data-root", default="resources/datasets", help="a plugin's dataset without sizes is loaded from here")
+    run.add_argument("--data-root", default=DEFAULT_DATA_ROOT, help="a plugin's dataset without sizes is loaded from here")
     plan.set_defaults(handler=_plan)
 
 

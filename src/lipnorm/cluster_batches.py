@@ -29,20 +29,19 @@ import dgl
 import numpy as np
 import torch
 
+from lipnorm import registry
 from lipnorm.io import atomic_path
+from lipnorm.settings.constants import BATCHINGS
 
-BATCHINGS = ("full", "cluster")
 # 4 batches an epoch, each a quarter of the graph's nodes (a step's activations about a
 # quarter of the full batch's); on Cora (GAT-Lip, depth 5, 100 % missing features) the
 # test accuracy stayed within a point of full batch's, where 8 batches of 32 parts lost
 # 5 points (docs/performance.md). Many small parts a batch mix the clusters' labels.
 DEFAULT_PARTITIONS = 64
 DEFAULT_BATCH_PARTITIONS = 16
-# The published two-layer network, trained on the whole graph as in DGL's example.
-FULL_BATCH_ONLY = ("gat-classic",)
 
 __all__ = [
-    "BATCHINGS", "DEFAULT_BATCH_PARTITIONS", "DEFAULT_PARTITIONS", "Batch", "ClusterBatches",
+    "DEFAULT_BATCH_PARTITIONS", "DEFAULT_PARTITIONS", "Batch", "ClusterBatches",
     "cache_path", "check_settings", "partition_sampler",
 ]
 
@@ -60,10 +59,12 @@ def check_settings(batching: str, partitions: int, batch_partitions: int, archit
             f"batch_partitions={batch_partitions} must be at most partitions={partitions} "
             "(a batch is that many of the partitions)"
         )
-    if batching == "cluster" and architecture in FULL_BATCH_ONLY:
+    if batching == "cluster" and registry.architecture(architecture).full_batch_only:
+        batched = [name for name, entry in registry.ARCHITECTURES.items() if not entry.full_batch_only]
         raise ValueError(
-            f"batching='cluster': model {model!r} is trained on the whole graph only; cluster "
-            "batches apply to the deep models (gat, gt, gcn and their -lip/-<norm> forms)"
+            f"batching='cluster': model {model!r} is trained on the whole graph only: architecture "
+            f"{architecture!r} is registered with full_batch_only=True (cluster batches apply to "
+            f"{', '.join(batched)})"
         )
 
 

@@ -57,13 +57,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lipnorm import grid, registry
 from lipnorm.registry import DatasetSizes
+from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT, MAPPED_LARGE_TENSOR_BYTES
 
 # Environment variable naming a calibration file (`--coefficients` wins).
 COEFFICIENTS_ENV = "LIPNORM_PLAN_COEFFICIENTS"
 DEFAULT_COEFFICIENTS = "plan_coefficients.json"
 # /2: the terms of projections, cluster evaluation and batches (a /1 file: calibrate anew).
 FORMAT = "lipnorm-plan-coefficients/2"
-BATCHING = ("full", "cluster")
 _FLOATS_MB = 4 / 2**20
 _GIGA = 1e-9
 
@@ -111,8 +111,8 @@ class RunShape:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"plan: {key}={value!r} must be a positive integer")
-        if self.batching not in BATCHING:
-            raise ValueError(f"plan: batching={self.batching!r}; allowed: {', '.join(BATCHING)}")
+        if self.batching not in BATCHINGS:
+            raise ValueError(f"plan: batching={self.batching!r}; allowed: {', '.join(BATCHINGS)}")
         if self.batch_partitions > self.partitions:
             raise ValueError(
                 f"plan: batch_partitions={self.batch_partitions} must be at most partitions={self.partitions}"
@@ -124,16 +124,10 @@ class RunShape:
         return self.heads * self.hidden
 
 
-# `lipnorm.train.MAPPED_LARGE_TENSOR_BYTES`, spelt here so that the plan imports no torch
-# (a test keeps them equal): under checkpointing or cluster batches, tensors from this
-# size on get a mapping each instead of a place in glibc's heap
-# (`lipnorm.train.retain_freed_memory`).
-MAPPED_LARGE_TENSOR_BYTES = 32 << 20
-
-
 def _saved_inputs_mapped(nodes: float, shape: RunShape) -> bool:
     """Whether a checkpointed run's saved block inputs, (nodes, W) float32 each, are mapped
-    one by one: then each takes exactly its size, a known term, not a fitted one (in the
+    one by one (from MAPPED_LARGE_TENSOR_BYTES on, `lipnorm.tuning.retain_freed_memory`):
+    then each takes exactly its size, a known term, not a fitted one (in the
     heap, fragmentation makes it a fitted multiple)."""
     return shape.checkpoint and nodes * shape.width * 4 >= MAPPED_LARGE_TENSOR_BYTES
 
@@ -390,7 +384,7 @@ def csbm_sizes(params: Any) -> DatasetSizes:
 _LOADED_SIZES: dict[str, DatasetSizes] = {}
 
 
-def dataset_sizes(name: str, csbm: Any = None, root: str = "resources/datasets", mirror: str | None = None) -> DatasetSizes:
+def dataset_sizes(name: str, csbm: Any = None, root: str = DEFAULT_DATA_ROOT, mirror: str | None = None) -> DatasetSizes:
     """The sizes of dataset `name`: registered ones as registered, csbm's from `csbm`,
     else (a plugin's dataset without sizes) counted by loading it once per process."""
     entry = registry.dataset(name)
@@ -558,18 +552,6 @@ def calibrate(
 
 # --- the workflow's training jobs -----------------------------------------------------
 
-# Architectures whose blocks can be checkpointed: lipnorm's deep models and every
-# layer-registered architecture (both built as `lipnorm.nn.models` deep networks);
-# gat-classic and a plugin's `model=` factory may have none.
-CHECKPOINTED_MODELS = ("gat", "gt")
-
-
-def checkpointable(model: str) -> bool:
-    """Whether `model`'s runs can take `checkpoint: true` (see `CHECKPOINTED_MODELS`)."""
-    architecture = registry.architecture(registry.parse_model(model)[0])
-    return architecture.layer is not None or architecture.name in CHECKPOINTED_MODELS
-
-
 def _number(where: str, value: Any, integer: bool = True) -> Any:
     """A config number (YAML 1.1 may leave `1e3` a string) as int (or float)."""
     from lipnorm.numbers import parse_number
@@ -646,9 +628,10 @@ def plan_job(
     """Plan one training job (`subdir` below `run_group`'s runs, with `settings`).
 
     A job whose first-attempt request (`Job.mem_mb`) exceeds `max_mem_mb` is given
-    checkpointing (the same numbers) if its model has it and that fits; else, where
-    `cluster` (`partitions`, `batch_partitions`) allows it, cluster batches (without,
-    then with checkpointing); else ValueError naming the job, its estimate and the limit.
+    checkpointing (the same numbers) if its architecture is registered checkpointable and
+    that fits; else, where `cluster` (`partitions`, `batch_partitions`) allows it and the
+    architecture is not full-batch only, cluster batches (without, then with
+    checkpointing); else ValueError naming the job, its estimate and the limit.
     A job whose runtime request exceeds `max_runtime` (minutes) is a ValueError too.
     """
     from lipnorm.recipes import recipe_defaults
@@ -661,6 +644,7 @@ def plan_job(
     resolved = {**defaults, **settings}
     where = f"{run_group} train"
     epochs = _number(f"{where} epochs", resolved["epochs"])
+    architecture = registry.architecture(registry.parse_model(wildcards["model"])[0])
     base = {
         "depth": depth,
         "heads": _number(f"{where} heads", resolved["heads"]),
@@ -669,13 +653,13 @@ def plan_job(
         "batching": resolved.get("batching", "full"),
         "partitions": _number(f"{where} partitions", resolved.get("partitions", 1)),
         "batch_partitions": _number(f"{where} batch_partitions", resolved.get("batch_partitions", 1)),
-        "projections": projections_of(wildcards["model"]),
+        "projections": architecture.projections,
         "input_rows": input_rows(resolved.get("recipe", "lipnorm"), sizes, float(wildcards["rate"])),
     }
     # What the plan may change, in order: nothing, checkpointing, cluster batches.
-    may_checkpoint = not base["checkpoint"] and checkpointable(wildcards["model"])
+    may_checkpoint = not base["checkpoint"] and architecture.checkpointable
     candidates: list[dict[str, Any]] = [{}] + ([{"checkpoint": True}] if may_checkpoint else [])
-    if cluster and base["batching"] == "full":
+    if cluster and base["batching"] == "full" and not architecture.full_batch_only:
         batches = {
             "batching": "cluster",
             "partitions": _number(f"{run_group} plan.cluster.partitions", cluster["partitions"]),
@@ -693,7 +677,12 @@ def plan_job(
         attempts = "; ".join(
             f"{', '.join(f'{k}={v}' for k, v in t.changed.items()) or 'as configured'}: {t.mem_mb()} MB" for t in tried
         )
-        hint = "" if cluster else f" (cluster batches are not allowed: set plan: cluster: {{partitions: K, batch_partitions: B}} in {run_group.split('/')[0]})"
+        if architecture.full_batch_only:
+            hint = f" (architecture {architecture.name!r} is registered with full_batch_only=True: no cluster batches)"
+        elif not cluster:
+            hint = f" (cluster batches are not allowed: set plan: cluster: {{partitions: K, batch_partitions: B}} in {run_group.split('/')[0]})"
+        else:
+            hint = ""
         raise ValueError(
             f"{_describe(job.run_dir, wildcards)} needs more memory than max_mem_mb={max_mem_mb:g}: "
             f"estimate {tried[0].estimate.memory_mb:.0f} MB, request x{MEMORY_MARGIN} = {attempts}{hint}"

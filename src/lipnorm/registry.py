@@ -62,6 +62,8 @@ class Architecture:
     parameter_groups: Mapping[str, str] = field(default_factory=dict)
     projections: int = 1
     seeds_together: Factory | None = None
+    checkpointable: bool = False
+    full_batch_only: bool = False
 
     @property
     def attention_norms(self) -> tuple[str, ...]:
@@ -162,6 +164,8 @@ def register_architecture(
     parameter_groups: Mapping[str, str] | None = None,
     projections: int = 1,
     seeds_together: Factory | None = None,
+    checkpointable: bool | None = None,
+    full_batch_only: bool = False,
 ) -> Architecture:
     """Register a network under `name`; returns its entry.
 
@@ -198,6 +202,21 @@ def register_architecture(
     ``generators`` and ``set_generators`` (each seed's dropout stream), ``seed_views``
     and ``seed_state_dict``. Without it (the default), a group's seeds are trained one
     after another in one process, and their logs say so.
+
+    What its runs may take, read by training and by `lipnorm plan` (which offers a job
+    over its memory limit checkpointing, then cluster batches, where allowed):
+
+    - `checkpointable`: activation checkpointing (``checkpoint=True``, `lipnorm train
+      --checkpoint`). None (the default) means True for a `layer` architecture, whose
+      stack (`lipnorm.nn.models.DeepNet`) checkpoints its blocks, and False for a `model`
+      one. A `model` factory that declares it builds, when ``config.checkpoint``, a
+      network that recomputes its blocks in the backward pass (`torch.utils.checkpoint`,
+      as `lipnorm.nn.models.DeepGAT` does) and says so with a true ``checkpoint``
+      attribute, which `lipnorm.nn.models.build_model` checks.
+    - `full_batch_only`: True refuses cluster batches (``batching="cluster"``, `lipnorm
+      train --batching cluster`): the network is trained on the whole graph only (as the
+      published two-layer `gat-classic`). Default False: any network's ``forward(graph,
+      feat)`` takes a batch's subgraph as it takes the whole graph.
     """
     _check_new("architecture", name, ARCHITECTURES)
     if isinstance(projections, bool) or not isinstance(projections, int) or projections < 1:
@@ -222,6 +241,8 @@ def register_architecture(
     entry = Architecture(
         name, label, colour, lip_colour if lip else None, layer, model, bool(lip), bool(norms),
         bool(attention), (float(feat_drop), float(attn_drop)), groups, projections, seeds_together,
+        checkpointable=layer is not None if checkpointable is None else bool(checkpointable),
+        full_batch_only=bool(full_batch_only),
     )
     return _add(ARCHITECTURES, entry)
 
@@ -551,17 +572,19 @@ def load_plugins(specs: Iterable[str] | None) -> list[Any]:
 register_architecture(
     "gat", label="GAT", colour="#0173b2", lip=True, lip_colour="#de8f05",
     model="lipnorm.nn.models:DeepGAT.from_config", dropout=(0.6, 0.3),
-    seeds_together="lipnorm.nn.seeds:SeedBatchedGAT",
+    seeds_together="lipnorm.nn.seeds:SeedBatchedGAT", checkpointable=True,
 )
 register_architecture(
     "gt", label="GT", colour="#cc78bc", lip=True, lip_colour="#ca9161",
     model="lipnorm.nn.models:DeepGT.from_config", norms=False, dropout=(0.5, 0.3), projections=4,
+    checkpointable=True,
 )
 # GT and the published classic GAT take no representation normalisation (as before:
-# no model gt-pairnorm); the classic GAT has no LipschitzNorm variant either.
+# no model gt-pairnorm); the classic GAT has no LipschitzNorm variant either, no
+# checkpointed blocks, and is trained on the whole graph, as in DGL's example.
 register_architecture(
     "gat-classic", label="GAT (classic)", colour="#949494",
-    model="lipnorm.nn.models:ClassicGAT.from_config", norms=False, dropout=(0.6, 0.6),
+    model="lipnorm.nn.models:ClassicGAT.from_config", norms=False, dropout=(0.6, 0.6), full_batch_only=True,
 )
 register_norm(
     "pairnorm", label="PairNorm", colour="#029e73", lip_colour="#d55e00",

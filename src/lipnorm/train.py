@@ -98,7 +98,6 @@ from lipnorm.trainer import (  # noqa: F401
 from lipnorm.tuning import (  # noqa: F401
     M_MMAP_THRESHOLD,
     M_TRIM_THRESHOLD,
-    MAPPED_LARGE_TENSOR_BYTES,
     RETAINED_ALLOCATION_BYTES,
     retain_freed_memory,
     seed_everything,

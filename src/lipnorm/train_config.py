@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from lipnorm import cluster_batches, data, registry
 from lipnorm.device import check_device
 from lipnorm.recipes import recipe_defaults
+from lipnorm.settings.constants import DEFAULT_DATA_ROOT
 from lipnorm.nn.models import ModelConfig, combine_parts
 
 
@@ -104,7 +105,7 @@ class TrainConfig:
     save_every: int = SAVE_EVERY
     layer_stats: bool = True
     mask: str | None = None
-    data_root: str = "resources/datasets"
+    data_root: str = DEFAULT_DATA_ROOT
     mirror: str | None = None
     csbm: str | None = None
     # cpu, cuda, cuda:N or auto (lipnorm.device); `run` records the device it resolved to.

@@ -13,6 +13,8 @@ import dgl
 import numpy as np
 import torch
 
+from lipnorm.settings.constants import MAPPED_LARGE_TENSOR_BYTES
+
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
@@ -22,11 +24,10 @@ def seed_everything(seed: int) -> None:
 
 
 # glibc's mallopt parameters (malloc.h), and the sizes from which an allocation gets a
-# mapping of its own: everything below 1 GiB kept in the heap, or tensors from 32 MiB on
-# (glibc's own largest dynamic threshold) mapped each.
+# mapping of its own: everything below 1 GiB kept in the heap, or tensors from
+# MAPPED_LARGE_TENSOR_BYTES (32 MiB, glibc's own largest dynamic threshold) on mapped each.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 RETAINED_ALLOCATION_BYTES = 1 << 30
-MAPPED_LARGE_TENSOR_BYTES = 32 << 20
 
 
 # PyTorch's CPU allocator (2.1 and later, on Linux) advises transparent huge pages

@@ -21,16 +21,16 @@ from lipnorm.data.masks import (
     save_mask,
 )
 from lipnorm.data.sources import MIRROR_ENV, SOURCES, UnpinnedChecksumWarning, prepared
+from lipnorm.settings.constants import DEFAULT_DATA_ROOT
 
 # lipnorm's own datasets (a plugin's are in lipnorm.registry too).
 DATASETS = registry.BUILTIN_DATASETS
 
 # The datasets whose DGL loader row-normalises the stored features (see `load_dataset`).
 PLANETOID = ("cora", "citeseer", "pubmed")
-DEFAULT_ROOT = "resources/datasets"
 
 __all__ = [
-    "DATASETS", "DEFAULT_ROOT", "PLANETOID", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
+    "DATASETS", "PLANETOID", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
     "UnpinnedChecksumWarning", "apply_missing_features", "csbm_params", "dataset_from_parts", "describe_dataset",
     "fetch_dataset", "load_dataset", "load_mask", "mask_path", "missing_features_mask",
     "save_mask", "write_mask",
@@ -51,7 +51,7 @@ def _registered_load(name: str):
 
 
 def fetch_dataset(
-    name: str, root: str | os.PathLike = DEFAULT_ROOT, mirror=None, verify: bool = True
+    name: str, root: str | os.PathLike = DEFAULT_DATA_ROOT, mirror=None, verify: bool = True
 ) -> Path | None:
     """Make sure the verified raw files of `name` are under `root`; return their folder.
 
@@ -67,7 +67,7 @@ def fetch_dataset(
 
 def load_dataset(
     name: str,
-    root: str | os.PathLike = DEFAULT_ROOT,
+    root: str | os.PathLike = DEFAULT_DATA_ROOT,
     mirror=None,
     verify: bool = True,
     csbm: "CSBMParams | dict | str | None" = None,
@@ -112,14 +112,14 @@ def load_dataset(
         return loaders.load_ogbn_arxiv(folder.parent)
 
 
-def describe_dataset(name: str, root=DEFAULT_ROOT, mirror=None, csbm=None) -> dict[str, Any]:
+def describe_dataset(name: str, root=DEFAULT_DATA_ROOT, mirror=None, csbm=None) -> dict[str, Any]:
     """Counts of a loaded dataset: nodes, edges (as published, and in our graph),
     features, classes, split sizes, multilabel, metric."""
     return load_dataset(name, root, mirror, csbm=csbm).info()
 
 
 def write_mask(
-    out: str | os.PathLike, name: str, rate: float, seed: int, root=DEFAULT_ROOT, mirror=None, csbm=None
+    out: str | os.PathLike, name: str, rate: float, seed: int, root=DEFAULT_DATA_ROOT, mirror=None, csbm=None
 ) -> Path:
     """Compute the missing-features mask of `name` for (rate, seed) and save it to `out`."""
     dataset = load_dataset(name, root, mirror, csbm=csbm)

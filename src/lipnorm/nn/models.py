@@ -207,8 +207,14 @@ class ModelConfig:
         _check_recipe(self.recipe, registry.compose_model(*self.parts()), self.residual)
         if not isinstance(self.checkpoint, bool):
             raise ValueError(f"checkpoint must be true or false, got {self.checkpoint!r}")
-        if self.checkpoint and (architecture == "gat-classic" or self.recipe == "dgn"):
-            raise ValueError(_no_checkpoint(self.model))
+        if self.checkpoint and not registry.architecture(architecture).checkpointable:
+            checkpointed = [name for name, entry in registry.ARCHITECTURES.items() if entry.checkpointable]
+            raise ValueError(_no_checkpoint(
+                self.model, f"architecture {architecture!r} is not registered with checkpointable=True "
+                f"(those that are: {', '.join(checkpointed)})"
+            ))
+        if self.checkpoint and self.recipe == "dgn":
+            raise ValueError(_no_checkpoint(self.model, "recipe 'dgn' builds the literature's GAT network, which has none"))
         if not (math.isfinite(self.batchnorm_momentum) and 0 <= self.batchnorm_momentum <= 1):
             raise ValueError(f"batchnorm_momentum must be a number in [0, 1], got {self.batchnorm_momentum!r}")
         if not math.isfinite(self.dgn_skip_weight):
@@ -262,11 +268,8 @@ def pyg_glorot_(tensor: torch.Tensor) -> torch.Tensor:
         return tensor.uniform_(-bound, bound)
 
 
-def _no_checkpoint(model: str) -> str:
-    return (
-        f"checkpoint=True: model {model!r} has no checkpointed blocks; activation "
-        "checkpointing applies to the deep models (gat, gt and their -lip/-<norm> forms)"
-    )
+def _no_checkpoint(model: str, reason: str) -> str:
+    return f"checkpoint=True: model {model!r} has no checkpointed blocks: {reason}"
 
 
 _NO_GT_RESIDUAL = (
@@ -769,7 +772,11 @@ def build_model(cfg: ModelConfig) -> nn.Module:
         return DeepNet.from_config(cfg)
     model = registry.resolve(entry.model)(cfg)
     if cfg.checkpoint and not getattr(model, "checkpoint", False):
-        raise ValueError(_no_checkpoint(cfg.model))
+        raise ValueError(_no_checkpoint(
+            cfg.model, f"architecture {cfg.architecture!r} is registered with checkpointable=True, but its "
+            f"model factory built a {type(model).__name__} without a true `checkpoint` attribute (the "
+            "network's word that it recomputes its blocks in the backward pass)"
+        ))
     return model
 
 
