@@ -1,7 +1,7 @@
 """Epoch time of `lipnorm train` with and without `--flush-denormal`, side by side.
 
 Per cell (model, depth, heads x hidden), two Trainers of the same settings and seed
-(`lipnorm.train.prepare`: same data, mask and initial weights) train in one process:
+(`lipnorm.train.trainer.prepare`: same data, mask and initial weights) train in one process:
 one always with `torch.set_flush_denormal(True)`, the other always without, one epoch
 each (train step + evaluation, as `lipnorm train`) in round-robin order rotated every
 round (`lipnorm.bench.interleaved_rounds`), so load changes of a shared machine hit both
@@ -26,7 +26,11 @@ import platform
 import numpy as np
 import torch
 
-from lipnorm import bench, train
+from lipnorm import bench
+from lipnorm.nn.models import attention_layers
+from lipnorm.train import TrainConfig
+from lipnorm.train.trainer import Trainer, prepare
+from lipnorm.train.tuning import set_flush_denormal
 
 CELLS = [  # (model, depth, heads, hidden)
     ("gat", 10, 8, 8),
@@ -36,7 +40,7 @@ CELLS = [  # (model, depth, heads, hidden)
 ]
 
 
-def subnormal_share(trainer: train.Trainer) -> float:
+def subnormal_share(trainer: Trainer) -> float:
     """Share of subnormal values among the attention layers' outputs and attention
     weights of one eval forward (`Trainer.evaluate(layer_stats=True)` asks the layers for
     their attention; hooks put before its own see `(output, attention)`)."""
@@ -45,7 +49,7 @@ def subnormal_share(trainer: train.Trainer) -> float:
     def keep(module, args, output):
         kept.extend(t.detach().flatten() for t in output)
 
-    handles = [module.register_forward_hook(keep, prepend=True) for _, module in train.attention_layers(trainer.model)]
+    handles = [module.register_forward_hook(keep, prepend=True) for _, module in attention_layers(trainer.model)]
     try:
         trainer.evaluate(layer_stats=True)
     finally:
@@ -83,18 +87,18 @@ def main() -> None:
     for model, depth, heads, hidden in cells:
         trainers = {}
         for flush in (True, False):
-            config = train.TrainConfig(
+            config = TrainConfig(
                 dataset=args.dataset, model=model, depth=depth, heads=heads, hidden=hidden,
                 missing_rate=args.missing_rate, threads=args.threads, data_root=args.data_root,
                 mirror=args.mirror, flush_denormal=flush,
             ).resolved()
-            setup = train.prepare(config)  # sets the flush mode; each step sets its own again
-            trainers["flush" if flush else "no-flush"] = train.Trainer(
+            setup = prepare(config)  # sets the flush mode; each step sets its own again
+            trainers["flush" if flush else "no-flush"] = Trainer(
                 setup, config.lr, config.weight_decay, config.protocol
             )
 
         def epoch(name: str) -> None:
-            train.set_flush_denormal(name == "flush")
+            set_flush_denormal(name == "flush")
             trainers[name].train_step()
             trainers[name].evaluate()
 
@@ -102,7 +106,7 @@ def main() -> None:
         times: dict[str, dict[int, float]] = {name: {} for name in steps}
         for r, name, seconds in bench.interleaved_rounds(steps, plan, rounds=args.rounds):
             times[name][r] = seconds
-        train.set_flush_denormal(False)  # also for `subnormal_share`: flushing would hide them
+        set_flush_denormal(False)  # also for `subnormal_share`: flushing would hide them
         flush, plain = (np.array([times[name][r] for r in sorted(times[name])]) for name in ("flush", "no-flush"))
         q25, q75 = np.percentile(flush / plain, [25, 75])
         print(

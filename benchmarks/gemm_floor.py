@@ -9,7 +9,7 @@ floor <= 1.4) and around it. Run it on an otherwise idle machine:
 
 Options: `--cells cora:10,csbm-100000:10` (dataset:depth, 8 x 64), `--seconds` per cell,
 `--implementations gat,gat-lip,dgl-gat`, `--glibc-default-malloc` (measure without
-`lipnorm.train.retain_freed_memory`). Not a test: it prints, per cell and
+`lipnorm.train.tuning.retain_freed_memory`). Not a test: it prints, per cell and
 implementation, the median step and floor (ms), step / floor with the quartiles of the
 per-round ratios, and the rounds.
 """
@@ -22,7 +22,8 @@ import os
 
 import pandas as pd
 
-from lipnorm import bench, train
+from lipnorm import bench
+from lipnorm.train.tuning import retain_freed_memory
 
 CELLS = [("cora", 2), ("cora", 10), ("cora", 30), ("csbm-10000", 10), ("csbm-100000", 2)]
 
@@ -43,7 +44,7 @@ def main() -> None:
                         help="leave glibc's malloc thresholds alone (lipnorm train and bench raise them)")
     args = parser.parse_args()
     if not args.glibc_default_malloc:
-        train.retain_freed_memory()
+        retain_freed_memory()
     cells = CELLS if args.cells is None else [
         (spec, int(depth)) for spec, depth in (cell.split(":") for cell in args.cells.split(","))
     ]

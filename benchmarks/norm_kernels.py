@@ -39,16 +39,17 @@ def main() -> None:
     import dgl
     import torch
 
-    from lipnorm import bench, train
+    from lipnorm import bench
     from lipnorm.nn import GATConv
     from lipnorm.nn.functional import lipschitz_norm_linear
+    from lipnorm.train.tuning import retain_freed_memory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", default=None, help="dataset mirror folder")
     parser.add_argument("--root", default="resources/datasets", help="dataset folder")
     parser.add_argument("--rounds", type=int, default=100)
     args = parser.parse_args()
-    train.retain_freed_memory()
+    retain_freed_memory()
     torch.set_num_threads(1)
     dgl.utils.set_num_threads(1)
     print("load average at start " + ", ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)

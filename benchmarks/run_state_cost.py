@@ -1,4 +1,4 @@
-"""Cost of saving the training state (`lipnorm.run_state`) against the epochs between saves.
+"""Cost of saving the training state (`lipnorm.train.run_state`) against the epochs between saves.
 
 For cases of the paper grid whose epochs are the cheapest (the smallest models on Cora),
 in one process: after a warm-up, rounds alternate a block of epochs (train step +
@@ -25,7 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from lipnorm import train
+from lipnorm.train import TrainConfig
+from lipnorm.train.loop import History
+from lipnorm.train.run_directory import StateSaver
+from lipnorm.train.trainer import Trainer, gather, prepare
 
 # name -> settings: the paper preset's cheapest epochs (classic, depth 1) and the largest
 # histories (gradients: every epoch logged at depth 30).
@@ -40,12 +43,12 @@ CASES = {
 CANDIDATES = (10, 25, 50, 100)
 
 
-def epochs_block(config: train.TrainConfig, trainer: train.Trainer, history: train.History, first: int, count: int) -> float:
+def epochs_block(config: TrainConfig, trainer: Trainer, history: History, first: int, count: int) -> float:
     """Mean wall seconds of `count` epochs from `first`, their rows added to `history`."""
     start = time.perf_counter()
     for epoch in range(first, first + count):
         logged = (epoch - 1) % config.grad_log_every == 0
-        step = train.gather(trainer.train_step(), trainer.evaluate(logged))
+        step = gather(trainer.train_step(), trainer.evaluate(logged))
         history.metrics.append({"epoch": epoch, "train_loss": step.loss, "train_metric": step.train_metric,
                                 "val_loss": step.val_loss, "val_metric": step.val_metric,
                                 "test_metric": step.test_metric, "lr": trainer.lr, "seconds": 0.0})
@@ -56,7 +59,7 @@ def epochs_block(config: train.TrainConfig, trainer: train.Trainer, history: tra
     return (time.perf_counter() - start) / count
 
 
-def full_length(history: train.History, measured: int, epochs: int) -> train.History:
+def full_length(history: History, measured: int, epochs: int) -> History:
     """`history` of `measured` epochs repeated to the length of a run of `epochs`."""
     times = -(-epochs // measured)
     return dataclasses.replace(
@@ -70,18 +73,18 @@ def full_length(history: train.History, measured: int, epochs: int) -> train.His
 
 
 def measure(name: str, settings: dict, args: argparse.Namespace, state_dir: Path) -> dict[str, float]:
-    config = train.TrainConfig(
+    config = TrainConfig(
         dataset="cora", mirror=args.mirror, data_root=args.data_root, threads=args.threads, **settings
     ).resolved()
-    setup = train.prepare(config)
-    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
-    history = train.History()
+    setup = prepare(config)
+    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    history = History()
     epochs_block(config, trainer, history, 1, args.warmup)
     epoch_s, save_s = [], []
     log_path = state_dir / "train.log"
     line = "2026-01-01 00:00:00,000 DEBUG epoch 1000 loss 0.123456 train 0.9000 val_loss 0.654321 val 0.8000 test 0.8100 lr 0.01\n"
     log_path.write_text(line * config.epochs)
-    saver = train.StateSaver(state_dir / "run.state.pt", config, trainer, log_path, [], 0.0, time.perf_counter())
+    saver = StateSaver(state_dir / "run.state.pt", config, trainer, log_path, [], 0.0, time.perf_counter())
     next_epoch = 1 + args.warmup
     for _ in range(args.rounds):
         epoch_s.append(epochs_block(config, trainer, history, next_epoch, args.block))

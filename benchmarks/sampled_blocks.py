@@ -33,9 +33,10 @@ def main() -> None:
     import torch
 
     import lipnorm.nn.gat
-    from lipnorm import load_dataset, train
+    from lipnorm import load_dataset
     from lipnorm.nn import GATConv
     from lipnorm.nn.sparse import _NeighbourWeightedSum
+    from lipnorm.train.tuning import retain_freed_memory
 
     def csr_product(graph, x, weights):  # the CSR path, whatever the graph and D
         return _NeighbourWeightedSum.apply(graph, x.contiguous(), weights)
@@ -46,7 +47,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--seeds", type=int, default=512)
     args = parser.parse_args()
-    train.retain_freed_memory()  # as `lipnorm train` and `lipnorm bench` run
+    retain_freed_memory()  # as `lipnorm train` and `lipnorm bench` run
     torch.set_num_threads(1)
     dgl.utils.set_num_threads(1)
     print("load average at start " + ", ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)

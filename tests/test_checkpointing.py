@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from lipnorm import cli
 from lipnorm.nn.models import ModelConfig, attention_layers, build_model
-from lipnorm.train import GradientNorms, OutputNorms, TrainConfig
+from lipnorm.train import TrainConfig
+from lipnorm.train.hooks import GradientNorms, OutputNorms
 
 NUM_NODES = 12
 IN_FEATS = 7

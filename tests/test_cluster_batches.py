@@ -1,4 +1,4 @@
-"""Cluster-GCN batches (`batching="cluster"`, `lipnorm.cluster_batches`): each epoch's
+"""Cluster-GCN batches (`batching="cluster"`, `lipnorm.train.cluster_batches`): each epoch's
 batches cover every training node once, the METIS partition is cached, the evaluation is
 the whole graph's, and the settings are checked and passed through."""
 
@@ -14,11 +14,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipnorm import cli, cluster_batches, data, train
-from lipnorm.cluster_batches import ClusterBatches
+from lipnorm import cli, data, train
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.nn.models import attention_layers
-from lipnorm.train import TrainConfig
+from lipnorm.train import TrainConfig, cluster_batches
+from lipnorm.train.cluster_batches import ClusterBatches
+from lipnorm.train.trainer import Trainer, prepare
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
@@ -33,8 +34,8 @@ def config_of(tmp_path: Path, **changes) -> TrainConfig:
     return TrainConfig(**settings).resolved()
 
 
-def trainer_of(config: TrainConfig) -> train.Trainer:
-    return train.Trainer(train.prepare(config), config.lr, config.weight_decay, config.protocol, seed=config.seed)
+def trainer_of(config: TrainConfig) -> Trainer:
+    return Trainer(prepare(config), config.lr, config.weight_decay, config.protocol, seed=config.seed)
 
 
 # --- the batches -------------------------------------------------------------------
@@ -42,7 +43,7 @@ def trainer_of(config: TrainConfig) -> train.Trainer:
 
 @pytest.mark.parametrize(("partitions", "batch_partitions"), [(6, 1), (6, 4), (7, 3), (10, 10), (20, 6)])
 def test_every_training_node_is_in_exactly_one_batch_per_epoch(tmp_path, partitions, batch_partitions):
-    setup = train.prepare(config_of(tmp_path, partitions=partitions, batch_partitions=batch_partitions))
+    setup = prepare(config_of(tmp_path, partitions=partitions, batch_partitions=batch_partitions))
     batches, graph = setup.batches, setup.dataset.graph
     sampler = batches.sampler
     parts = [
@@ -84,21 +85,21 @@ def test_the_batch_order_is_seeded_and_restored_by_its_state(tmp_path):
     def orders(batches: ClusterBatches, epochs: int) -> list[list[int]]:
         return [[batch.nodes[0].item() for batch in batches.epoch()] for _ in range(epochs)]
 
-    setup = train.prepare(config_of(tmp_path, seed=3))
+    setup = prepare(config_of(tmp_path, seed=3))
     state = setup.batches.state_dict()
     expected = orders(setup.batches, 3)
-    assert orders(train.prepare(config_of(tmp_path, seed=3)).batches, 3) == expected
-    assert orders(train.prepare(config_of(tmp_path, seed=4)).batches, 3) != expected
+    assert orders(prepare(config_of(tmp_path, seed=3)).batches, 3) == expected
+    assert orders(prepare(config_of(tmp_path, seed=4)).batches, 3) != expected
     setup.batches.load_state_dict(state)
     assert orders(setup.batches, 3) == expected
-    other = train.prepare(config_of(tmp_path, batch_partitions=3)).batches
+    other = prepare(config_of(tmp_path, batch_partitions=3)).batches
     with pytest.raises(ValueError, match="cluster-batch state of 6 partitions, 2 per batch, loaded into one of 6, 3"):
         other.load_state_dict(state)
 
 
 def test_the_partition_is_cached_beside_the_dataset_and_reused(tmp_path, monkeypatch):
     config = config_of(tmp_path)
-    first = train.prepare(config).batches.sampler
+    first = prepare(config).batches.sampler
     path = tmp_path / "datasets" / (
         "csbm-nodes60-classes3-avg_degree4-homophily0.8-feature_dim8-signal1-seed0-metis-k6.pkl"
     )
@@ -108,12 +109,12 @@ def test_the_partition_is_cached_beside_the_dataset_and_reused(tmp_path, monkeyp
         raise AssertionError("METIS ran again")
 
     monkeypatch.setattr(dgl.dataloading.cluster_gcn, "metis_partition_assignment", no_metis)
-    again = train.prepare(config).batches.sampler
+    again = prepare(config).batches.sampler
     assert torch.equal(again.partition_node_ids, first.partition_node_ids)
     assert torch.equal(again.partition_offset, first.partition_offset)
     # Another K is another partition: computed (here: refused by the patch).
     with pytest.raises(AssertionError, match="METIS ran again"):
-        train.prepare(dataclasses.replace(config, partitions=5))
+        prepare(dataclasses.replace(config, partitions=5))
     assert not (path.parent / path.name.replace("-k6", "-k5")).exists()
 
 

@@ -11,7 +11,8 @@ import json
 import pytest
 import torch
 
-from lipnorm import cli, device
+from lipnorm import cli, data, train_config
+from lipnorm.train import device
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 
@@ -33,14 +34,14 @@ def no_gpu(monkeypatch):
 
 @pytest.mark.parametrize("text", ["cpu", "cuda", "cuda:0", "cuda:12", "auto"])
 def test_accepted_device_strings(text):
-    assert device.check_device(text) == text
+    assert train_config.check_device(text) == text
 
 
 @pytest.mark.parametrize("text", ["gpu", "cuda:x", "cuda:", "CUDA", "cuda:-1", "cpu:0", ""])
 def test_malformed_device_names_the_value_and_the_allowed_forms(text):
     with pytest.raises(ValueError) as err:
         device.resolve_device(text)
-    assert str(err.value) == f"unknown device {text!r}; allowed: {device.DEVICE_FORMS}"
+    assert str(err.value) == f"unknown device {text!r}; allowed: {train_config.DEVICE_FORMS}"
 
 
 def test_auto_is_cpu_when_cuda_is_not_usable():
@@ -101,11 +102,9 @@ def test_train_on_the_cpu_records_the_device(tmp_path, flag):
 
 
 def test_train_device_from_the_config_file(tmp_path):
-    from lipnorm import train
-
     (tmp_path / "run.yaml").write_text("dataset: csbm\ndevice: auto\n")
-    assert train.load_config(tmp_path / "run.yaml", {}).device == "auto"
-    assert train.load_config(tmp_path / "run.yaml", {"device": "cpu"}).device == "cpu"
+    assert train_config.load_config(tmp_path / "run.yaml", {}).device == "auto"
+    assert train_config.load_config(tmp_path / "run.yaml", {"device": "cpu"}).device == "cpu"
 
 
 @pytest.mark.parametrize(
@@ -113,19 +112,17 @@ def test_train_device_from_the_config_file(tmp_path):
     [
         ("cuda", "device 'cuda' cannot be used: torch"),
         ("cuda:0", "device 'cuda:0' cannot be used: torch"),
-        ("gpu", f"unknown device 'gpu'; allowed: {device.DEVICE_FORMS}"),
-        ("cuda:x", f"unknown device 'cuda:x'; allowed: {device.DEVICE_FORMS}"),
+        ("gpu", f"unknown device 'gpu'; allowed: {train_config.DEVICE_FORMS}"),
+        ("cuda:x", f"unknown device 'cuda:x'; allowed: {train_config.DEVICE_FORMS}"),
     ],
 )
 def test_train_refuses_an_unusable_device_before_writing_or_loading(tmp_path, monkeypatch, capsys, flag, message):
-    from lipnorm import train
-
     no_gpu(monkeypatch)
 
     def must_not_load(*args, **kwargs):
         raise AssertionError("dataset loaded before the device was checked")
 
-    monkeypatch.setattr(train.data, "load_dataset", must_not_load)
+    monkeypatch.setattr(data, "load_dataset", must_not_load)
     out = tmp_path / "runs" / "run"
     with pytest.raises(SystemExit) as exit_info:
         cli.main(tiny_train_args(tmp_path, "--device", flag, "--out", str(out)))

@@ -1,5 +1,5 @@
 """The `--device cuda` path on a machine without a GPU: torch's CUDA entry points replaced by
-recording fakes (which check their arguments as torch 2.2.1 does), and `lipnorm.device.move`
+recording fakes (which check their arguments as torch 2.2.1 does), and `lipnorm.train.device.move`
 by one that leaves everything on the CPU, so that `lipnorm train --device cuda` and the
 benchmark's GPU branch run here and every device call they make is checked.
 
@@ -16,13 +16,14 @@ import weakref
 import pytest
 import torch
 
-from lipnorm import bench, cli, device
+from lipnorm import bench, cli
+from lipnorm.train import device
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 
 
 class FakeCuda:
-    """Records the CUDA calls of `lipnorm.device` (and what `move` was asked to move)."""
+    """Records the CUDA calls of `lipnorm.train.device` (and what `move` was asked to move)."""
 
     def __init__(self, current: int = 0, count: int = 1):
         self.current, self.count = current, count
@@ -142,13 +143,14 @@ def test_train_with_cuda_reaches_training_on_the_indexed_device(tmp_path, fake_c
 
 
 def test_train_setup_moves_the_erased_features_and_index_splits(tmp_path, fake_cuda):
-    from lipnorm import train
+    from lipnorm.train import TrainConfig
+    from lipnorm.train.trainer import prepare
 
-    config = train.TrainConfig(
+    config = TrainConfig(
         dataset="csbm", csbm=TINY_CSBM, depth=1, heads=1, hidden=2, epochs=1, missing_rate=100,
         data_root=str(tmp_path), device="cuda",
     ).resolved()
-    setup = train.prepare(config)
+    setup = prepare(config)
     assert setup.device == torch.device("cuda", 0)
     erased = ~setup.dataset.train_mask  # at 100 %: every node outside the training set
     assert setup.erased == int(erased.sum()) and not setup.features[erased].any()
@@ -299,13 +301,14 @@ def recorded_epoch(monkeypatch, trainer) -> tuple[SyncRecorder, object, torch.Te
 
 @pytest.mark.parametrize("model", ["gat-lip", "gat-pairnorm", "gt-lip", "gat-classic"])
 def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, monkeypatch, model):
-    from lipnorm import train
+    from lipnorm.train import TrainConfig
+    from lipnorm.train.trainer import Trainer, gather, prepare
 
-    config = train.TrainConfig(
+    config = TrainConfig(
         dataset="csbm", csbm=TINY_CSBM, model=model, depth=2, heads=2, hidden=4, epochs=1, data_root=str(tmp_path),
     ).resolved()
-    setup = train.prepare(config)
-    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    setup = prepare(config)
+    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
     trainer.train_step()  # Adam's state now exists
     trainer.evaluate(layer_stats=True)
     trainer.layer_stats.rows(1)
@@ -313,7 +316,7 @@ def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, 
     assert recorder.calls == []
     # The epoch's one synchronisation, outside them, and what it gives.
     recorder.active = True
-    epoch = train.gather(step, evaluation)
+    epoch = gather(step, evaluation)
     recorder.active = False
     assert recorder.calls == ["tolist"]
     assert len(epoch.grad_norms) == len(trainer.gradient_norms.keys) and epoch.finite
@@ -325,20 +328,21 @@ def test_cluster_batch_steps_make_no_synchronising_call_once_their_graphs_are_bu
     """With cluster batches, only building a batch (on the host, then copied) and the
     layers' zero-in-degree check of a new graph (once per graph) may wait: here the
     same batches' graphs, checked by a first epoch, are trained on again."""
-    from lipnorm import train
+    from lipnorm.train import TrainConfig
+    from lipnorm.train.trainer import Trainer, gather, prepare
 
-    config = train.TrainConfig(
+    config = TrainConfig(
         dataset="csbm", csbm=TINY_CSBM, model="gat-lip-pairnorm", depth=2, heads=2, hidden=4, epochs=1,
         data_root=str(tmp_path), batching="cluster", partitions=6, batch_partitions=2,
     ).resolved()
-    trainer = train.Trainer(train.prepare(config), config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(prepare(config), config.lr, config.weight_decay, config.protocol)
     batches = list(trainer.batches.epoch())  # built before recording
     monkeypatch.setattr(trainer.batches, "epoch", lambda: iter(batches))
     trainer.train_step()
     trainer.evaluate()  # the whole graph's check
     recorder, step, evaluation = recorded_epoch(monkeypatch, trainer)
     assert recorder.calls == []
-    assert train.gather(step, evaluation).finite and len(batches) == 3
+    assert gather(step, evaluation).finite and len(batches) == 3
     trainer.layer_stats.captured.clear()
 
 
@@ -355,14 +359,15 @@ def test_the_recorder_sees_the_synchronising_calls(monkeypatch):
 def test_on_a_real_gpu_a_step_and_an_evaluation_do_not_synchronise(tmp_path):
     """Where a GPU exists, torch itself raises on every synchronising call (the recorder
     above shows the same on the CPU, where this test cannot run)."""
-    from lipnorm import train
+    from lipnorm.train import TrainConfig
+    from lipnorm.train.trainer import Trainer, gather, prepare
 
-    config = train.TrainConfig(
+    config = TrainConfig(
         dataset="csbm", csbm=TINY_CSBM, model="gat-lip", depth=2, heads=2, hidden=4, epochs=1,
         data_root=str(tmp_path), device="cuda",
     ).resolved()
-    setup = train.prepare(config)
-    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    setup = prepare(config)
+    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
     trainer.train_step()
     trainer.evaluate()
     torch.cuda.synchronize()
@@ -371,4 +376,4 @@ def test_on_a_real_gpu_a_step_and_an_evaluation_do_not_synchronise(tmp_path):
         step, evaluation = trainer.train_step(), trainer.evaluate()
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert train.gather(step, evaluation).finite
+    assert gather(step, evaluation).finite

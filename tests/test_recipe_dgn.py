@@ -16,6 +16,7 @@ from lipnorm.nn.models import LiteratureGAT, ModelConfig, build_model, gradient_
 from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
 from lipnorm.nn.pairnorm import PairNorm
 from lipnorm.recipes import dgn_skip_weight, recipe_defaults
+from lipnorm.train.trainer import Trainer, prepare
 from lipnorm.train_config import TrainConfig
 from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 
@@ -279,7 +280,7 @@ def test_dgn_recipe_trains_the_literature_network_with_adam(tmp_path):
         dataset="csbm", csbm="nodes=60,feature_dim=5,classes=3", recipe="dgn", model="gat-lip-dgn", depth=3,
         missing_rate=100, epochs=2, data_root=str(tmp_path / "datasets"), dgn_skip_weight=0.02,
     ).resolved()
-    setup = train.prepare(config)
+    setup = prepare(config)
     assert isinstance(setup.model, LiteratureGAT)
     assert {layer.norm for layer in setup.model.layers} == {"lip"}
     assert {module.skip_weight for module in setup.model._norms()} == {0.02}
@@ -287,7 +288,7 @@ def test_dgn_recipe_trains_the_literature_network_with_adam(tmp_path):
     train_rows = torch.zeros(setup.features.shape[0], dtype=torch.bool)
     train_rows[setup.splits[0]] = True
     assert (setup.features[~train_rows] == 0).all() and (setup.features[train_rows] != 0).any()
-    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
     assert isinstance(trainer.optimizer, torch.optim.Adam) and trainer.scheduler is None
     assert (trainer.optimizer.defaults["lr"], trainer.optimizer.defaults["weight_decay"]) == (0.005, 5e-4)
     summary = train.run(config, tmp_path / "run")

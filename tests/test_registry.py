@@ -20,9 +20,10 @@ import torch
 import yaml
 from torch import nn
 
-from lipnorm import aggregate, cli, data, grid, plan, plots, registry, train
+from lipnorm import aggregate, cli, data, grid, plan, plots, registry, train, train_config
 from lipnorm.nn import functional, models
 from lipnorm.nn.models import ModelConfig, build_model, gradient_groups
+from lipnorm.train.trainer import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -136,7 +137,7 @@ def test_lipnorms_own_lists_keep_what_they_were_and_add_the_baselines():
     assert models._DEFAULT_DROPOUT == {
         "gat": (0.6, 0.3), "gt": (0.5, 0.3), "gat-classic": (0.6, 0.6), "gcn": (0.5, 0.0),
     }
-    assert train.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn")
+    assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn")
     assert registry.ATTENTION_NORMS == functional.NORMS
     assert registry.dataset_names() == data.DATASETS
     assert plots.PALETTE == registry.palette("model")
@@ -183,7 +184,7 @@ def test_a_registered_entry_appears_in_every_derived_list(user_entries):
     assert models.DEEP_NORMS["gat-lip-test-centre"] == "lip+test-centre"
     assert models.NORMS[-2:] == ("test-centre", "lip+test-centre")
     assert models._DEFAULT_DROPOUT["test-mean"] == (0.1, 0.0)
-    assert train.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn", "test-centre")
+    assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn", "test-centre")
     assert plots.PALETTE["test-mean"] == "#123456"
     assert plots.PALETTE["test-mean-test-centre"] == "#654321"
     assert plots.PALETTE["gat-lip-test-centre"] == "#abcdef"
@@ -409,7 +410,7 @@ def test_residual_is_a_setting_that_reaches_the_model(tmp_path, capsys):
         "--depth", "2", "--epochs", "1", "--residual", "--out", str(out),
     ])
     assert json.loads((out / "summary.json").read_text())["config"]["residual"] is True
-    setup = train.prepare(train.TrainConfig(
+    setup = prepare(train.TrainConfig(
         dataset="csbm", csbm="nodes=30,classes=2,feature_dim=4", model="gat-classic", residual=True,
     ).resolved())
     assert all(layer.res_fc is not None for layer in setup.model.layers)
@@ -864,7 +865,7 @@ def test_a_plugin_in_the_workflow_config_makes_its_names_valid_and_reaches_every
     config["plugins"] = [str(EXAMPLE)]
     done = dry_run(tmp_path, config)
     assert done.returncode == 0, done.stdout + done.stderr
-    # The train rule execs lipnorm train (so that a signal reaches it: lipnorm.run_state).
+    # The train rule execs lipnorm train (so that a signal reaches it: lipnorm.train.run_state).
     jobs = [
         line.split("Shell command: ", 1)[1].removeprefix("exec ")
         for line in done.stdout.splitlines()

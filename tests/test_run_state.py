@@ -1,4 +1,4 @@
-"""A stopped run resumes where it stopped (`lipnorm.run_state`, `lipnorm.train.run`).
+"""A stopped run resumes where it stopped (`lipnorm.train.run_state`, `lipnorm.train.run`).
 
 The subprocess tests send a real signal to a real `python -m lipnorm train` once its
 first state file appears; the in-process ones signal the test's own process from inside
@@ -25,9 +25,10 @@ import pytest
 import torch
 
 import lipnorm
-from lipnorm import run_state, train
+from lipnorm import train
 from lipnorm.nn.dropedge import DropEdge
-from lipnorm.train import TrainConfig
+from lipnorm.train import TrainConfig, run_state
+from lipnorm.train.trainer import Trainer, gather, prepare
 
 
 @pytest.fixture(autouse=True)
@@ -174,7 +175,7 @@ def test_kill_9_between_saves_loses_at_most_the_epochs_since_the_last_save(tmp_p
 
 def signal_in_step(monkeypatch, epoch: int, signum: int = signal.SIGTERM) -> None:
     """The process sends itself `signum` during the training step of `epoch`."""
-    real_step = train.Trainer.train_step
+    real_step = Trainer.train_step
     calls = itertools.count(1)
 
     def step(self, *args, **kwargs):
@@ -182,7 +183,7 @@ def signal_in_step(monkeypatch, epoch: int, signum: int = signal.SIGTERM) -> Non
             os.kill(os.getpid(), signum)
         return real_step(self, *args, **kwargs)
 
-    monkeypatch.setattr(train.Trainer, "train_step", step)
+    monkeypatch.setattr(Trainer, "train_step", step)
 
 
 def interrupted_state(tmp_path: Path, monkeypatch, config: TrainConfig, epoch: int) -> Path:
@@ -417,7 +418,7 @@ def test_random_streams_refuse_a_duplicate_a_non_stream_and_other_saved_streams(
 
 def test_the_trainer_saves_a_registered_stream(tmp_path):
     config = tiny(tmp_path).resolved()
-    trainer = train.Trainer(train.prepare(config), config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(prepare(config), config.lr, config.weight_decay, config.protocol)
     drop = DropEdge(0.5, seed=0)
     trainer.random_streams.register("dropedge", drop)
     state = trainer.state_dict()
@@ -431,11 +432,11 @@ def test_a_training_step_draws_nothing_from_dgls_generator(tmp_path):
     never draws from it. If this fails, give the new draws a torch.Generator registered
     with `Trainer.random_streams`."""
     config = TrainConfig(**settings(tmp_path, model="gat-lip-pairnorm", feat_drop=0.5, attn_drop=0.5)).resolved()
-    trainer = train.Trainer(train.prepare(config), config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(prepare(config), config.lr, config.weight_decay, config.protocol)
     dgl.seed(7)
     untouched = dgl.random.choice(1000, 5).tolist()
     dgl.seed(7)
-    train.gather(trainer.train_step(), trainer.evaluate(layer_stats=True))
+    gather(trainer.train_step(), trainer.evaluate(layer_stats=True))
     trainer.layer_stats.rows(1)
     assert dgl.random.choice(1000, 5).tolist() == untouched
 

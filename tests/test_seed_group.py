@@ -1,5 +1,5 @@
 """`lipnorm train --seeds`: S seeds in one process write the S run directories that S
-separate runs write (`lipnorm.seed_group`), trained as one network where the
+separate runs write (`lipnorm.train.seed_group`), trained as one network where the
 architecture has one (`seeds_together`), else one after another, saying why; a group
 stopped by a signal resumes each of its runs."""
 
@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lipnorm import cli, registry, run_state, seed_group, train
-from lipnorm.train import TrainConfig
+from lipnorm import cli, registry, train
+from lipnorm.train import TrainConfig, run_state, seed_group
+from lipnorm.train.trainer import Trainer
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
@@ -212,7 +213,7 @@ def test_seeds_resumed_from_different_epochs_train_one_after_another_each_from_i
     pattern = str(tmp_path / "together" / "s{seed}")
     with pytest.raises(run_state.RunInterrupted):
         with monkeypatch.context() as patched:
-            real_step = train.Trainer.train_step
+            real_step = Trainer.train_step
             calls = {"n": 0}
 
             def step_then_signal(self, *args, **kwargs):
@@ -221,7 +222,7 @@ def test_seeds_resumed_from_different_epochs_train_one_after_another_each_from_i
                     os.kill(os.getpid(), signal.SIGTERM)
                 return real_step(self, *args, **kwargs)
 
-            patched.setattr(train.Trainer, "train_step", step_then_signal)
+            patched.setattr(Trainer, "train_step", step_then_signal)
             train.run(dataclasses.replace(config, seed=0), pattern.replace("{seed}", "0"))
     summaries = seed_group.run_seeds(config, [0, 1], pattern)
     assert [summary["resumed_from_epochs"] for summary in summaries] == [[2], []]

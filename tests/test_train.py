@@ -15,10 +15,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipnorm import cli, diagnostics, train
-from lipnorm import trainer as trainer_module
+from lipnorm import cli, data, diagnostics, train
 from lipnorm.nn.models import MODEL_NAMES, attention_layers, gradient_groups
+from lipnorm.recipes import official_epochs
 from lipnorm.train import TrainConfig
+from lipnorm.train import trainer as trainer_module
+from lipnorm.train.hooks import GradientNorms
+from lipnorm.train.run_directory import GRADNORMS_COLUMNS, LAYERSTATS_COLUMNS, METRICS_COLUMNS, OUTNORMS_COLUMNS
+from lipnorm.train.trainer import Trainer, compute_metric, prepare, select_epoch
+from lipnorm.train.tuning import set_flush_denormal
+from lipnorm.train_config import load_config
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
@@ -71,12 +77,12 @@ def test_run_writes_every_file_with_documented_columns(tmp_path, model):
     assert set(written["versions"]) == {"lipnorm", "torch", "dgl", "numpy", "python"}
     assert written["threads"] == 1 and written["device"] == "cpu"
 
-    assert list(metrics.columns) == train.METRICS_COLUMNS
+    assert list(metrics.columns) == METRICS_COLUMNS
     assert metrics["epoch"].tolist() == [1, 2, 3]
-    assert list(gradnorms.columns) == train.GRADNORMS_COLUMNS
-    assert list(outnorms.columns) == train.OUTNORMS_COLUMNS
+    assert list(gradnorms.columns) == GRADNORMS_COLUMNS
+    assert list(outnorms.columns) == OUTNORMS_COLUMNS
 
-    setup = train.prepare(tiny(tmp_path, model=model).resolved())
+    setup = prepare(tiny(tmp_path, model=model).resolved())
     groups = gradient_groups(setup.model)
     assert len(gradnorms) == 3 * len(groups)
     assert not gradnorms.duplicated(["epoch", "layer", "group"]).any()
@@ -86,7 +92,7 @@ def test_run_writes_every_file_with_documented_columns(tmp_path, model):
     assert "epoch 3 loss" in (out / "train.log").read_text()
 
     stats = pd.read_parquet(out / "layerstats.parquet")
-    assert list(stats.columns) == train.LAYERSTATS_COLUMNS
+    assert list(stats.columns) == LAYERSTATS_COLUMNS
     # Layers without attention (GCN) have no attention entropy.
     expected = [m for m in LAYER_METRICS if registry_attention(model) or m != "attention_entropy"]
     assert set(stats["metric"]) == set(expected)
@@ -104,7 +110,7 @@ def registry_attention(model: str) -> bool:
 
 def independent_first_step(config: TrainConfig) -> tuple[float, dict, dict]:
     """Epoch 1 redone outside the trainer: loss, group norms from `p.grad`, output norms."""
-    setup = train.prepare(config.resolved())
+    setup = prepare(config.resolved())
     dataset, model = setup.dataset, setup.model
     outputs = {}
     for index, module in attention_layers(model):
@@ -166,7 +172,7 @@ def test_layer_statistics_equal_an_independent_eval_forward_after_the_first_step
     logged = read_layerstats(tmp_path / "run")
 
     resolved = config.resolved()
-    setup = train.prepare(resolved)
+    setup = prepare(resolved)
     graph, model_ = setup.dataset.graph, setup.model
     optimizer = torch.optim.Adam(model_.parameters(), lr=resolved.lr, weight_decay=resolved.weight_decay)
     model_.train()
@@ -270,8 +276,8 @@ def test_cli_flush_denormal_flag_sets_torch_and_is_recorded(tmp_path):
 def test_flush_denormal_on_a_cpu_without_it_is_an_error(monkeypatch):
     monkeypatch.setattr(torch, "set_flush_denormal", lambda on: False)
     with pytest.raises(ValueError, match="flush_denormal is not supported on this CPU"):
-        train.set_flush_denormal(True)
-    train.set_flush_denormal(False)  # asking for the default is never an error
+        set_flush_denormal(True)
+    set_flush_denormal(False)  # asking for the default is never an error
 
 
 def test_multilabel_dataset_trains_with_bce_and_reports_micro_f1(tmp_path, monkeypatch):
@@ -286,7 +292,7 @@ def test_multilabel_dataset_trains_with_bce_and_reports_micro_f1(tmp_path, monke
         "ppi", src, dst, base.num_nodes, base.features, labels,
         (base.train_mask, base.val_mask, base.test_mask), 4, multilabel=True, metric="micro-f1",
     )
-    monkeypatch.setattr(train.data, "load_dataset", lambda *args, **kwargs: multilabel)
+    monkeypatch.setattr(data, "load_dataset", lambda *args, **kwargs: multilabel)
     config = tiny(tmp_path, dataset="ppi", csbm=None, epochs=2)
     summary = train.run(config, tmp_path / "run")
     assert summary["metric"] == "micro-f1"
@@ -299,16 +305,16 @@ def test_metrics_against_hand_computed_values():
     logits = torch.tensor([[2.0, -1.0], [0.5, 1.5], [-0.2, 0.1], [3.0, 0.0]])
     classes = torch.tensor([0, 1, 0, 1])
     # 0-d float64 tensors, left where the logits are (no host synchronisation).
-    accuracy = train.compute_metric("accuracy", logits, classes)
+    accuracy = compute_metric("accuracy", logits, classes)
     assert accuracy.shape == () and accuracy.dtype == torch.float64 and accuracy.item() == 0.5
-    assert train.compute_metric("ogb-accuracy", logits, classes).item() == 0.5
+    assert compute_metric("ogb-accuracy", logits, classes).item() == 0.5
     # Predicted positive where logit > 0: tp = 4, fp = 1, fn = 1 -> F1 = 8 / 10.
     multi = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
-    assert train.compute_metric("micro-f1", logits, multi).item() == 8 / 10
+    assert compute_metric("micro-f1", logits, multi).item() == 8 / 10
     # Nothing predicted and nothing to find: 0, not 0/0.
-    assert train.compute_metric("micro-f1", -logits.abs() - 1, torch.zeros(4, 2)).item() == 0.0
+    assert compute_metric("micro-f1", -logits.abs() - 1, torch.zeros(4, 2)).item() == 0.0
     with pytest.raises(ValueError, match="unknown metric 'auc'"):
-        train.compute_metric("auc", logits, classes)
+        compute_metric("auc", logits, classes)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -320,7 +326,7 @@ def test_ogb_accuracy_equals_ogbs_evaluator(seed):
     logits = torch.randn(nodes, 40, generator=generator)
     labels = torch.randint(0, 40, (nodes,), generator=generator)
     expected = Evaluator("ogbn-arxiv").eval({"y_true": labels.view(-1, 1), "y_pred": logits.argmax(1, keepdim=True)})
-    assert train.compute_metric("ogb-accuracy", logits, labels).item() == expected["acc"]
+    assert compute_metric("ogb-accuracy", logits, labels).item() == expected["acc"]
 
 
 def test_micro_f1_equals_the_exact_fraction():
@@ -330,7 +336,7 @@ def test_micro_f1_equals_the_exact_fraction():
     logits, labels = torch.randn(300, 7, generator=generator), (torch.rand(300, 7, generator=generator) > 0.7).float()
     predicted, actual = (logits > 0).numpy(), (labels > 0.5).numpy()
     tp, fp, fn = (int(x.sum()) for x in (predicted & actual, predicted & ~actual, ~predicted & actual))
-    assert train.compute_metric("micro-f1", logits, labels).item() == float(Fraction(2 * tp, 2 * tp + fp + fn))
+    assert compute_metric("micro-f1", logits, labels).item() == float(Fraction(2 * tp, 2 * tp + fp + fn))
 
 
 def test_a_diverging_run_ends_diverged_with_its_files_and_exit_code_0(tmp_path, capsys):
@@ -353,7 +359,7 @@ def test_a_diverging_run_ends_diverged_with_its_files_and_exit_code_0(tmp_path, 
 
 
 def test_injected_nan_gradient_ends_the_run_at_that_epoch(tmp_path, monkeypatch):
-    original = train.GradientNorms.__call__
+    original = GradientNorms.__call__
     calls = []
 
     def nan_at_second_epoch(self):
@@ -361,7 +367,7 @@ def test_injected_nan_gradient_ends_the_run_at_that_epoch(tmp_path, monkeypatch)
         norms = original(self)
         return norms * math.nan if len(calls) == 2 else norms
 
-    monkeypatch.setattr(train.GradientNorms, "__call__", nan_at_second_epoch)
+    monkeypatch.setattr(GradientNorms, "__call__", nan_at_second_epoch)
     summary = train.run(tiny(tmp_path, epochs=4), tmp_path / "run")
     assert summary["status"] == "diverged" and summary["diverged_epoch"] == 2
     assert summary["epochs_run"] == 1 and summary["final"]["epoch"] == 1
@@ -380,13 +386,13 @@ def test_same_settings_give_identical_metrics_and_another_seed_differs(tmp_path)
 
 def test_select_epoch_best_val_takes_the_first_maximum_and_official_the_last():
     val = [0.2, 0.7, 0.5, 0.7, 0.6]
-    assert train.select_epoch("best-val", val) == 1
-    assert train.select_epoch("official", val) == 4
-    assert train.select_epoch("best-val", [0.3]) == 0
+    assert select_epoch("best-val", val) == 1
+    assert select_epoch("official", val) == 4
+    assert select_epoch("best-val", [0.3]) == 0
     with pytest.raises(ValueError, match="unknown protocol 'last'"):
-        train.select_epoch("last", val)
+        select_epoch("last", val)
     with pytest.raises(ValueError, match="no epochs"):
-        train.select_epoch("best-val", [])
+        select_epoch("best-val", [])
 
 
 def test_best_val_reports_the_test_metric_of_the_first_best_val_epoch(tmp_path):
@@ -443,7 +449,7 @@ def test_a_crash_leaves_no_run_directory(tmp_path, monkeypatch):
     def crash(self, layer_stats=False):
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(train.Trainer, "evaluate", crash)
+    monkeypatch.setattr(Trainer, "evaluate", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         train.run(tiny(tmp_path), tmp_path / "runs" / "run")
     assert list((tmp_path / "runs").iterdir()) == []
@@ -483,7 +489,7 @@ def test_bad_settings_are_rejected_before_loading_anything(tmp_path, monkeypatch
     def must_not_load(*args, **kwargs):
         raise AssertionError("dataset loaded before the settings were validated")
 
-    monkeypatch.setattr(train.data, "load_dataset", must_not_load)
+    monkeypatch.setattr(data, "load_dataset", must_not_load)
     with pytest.raises(ValueError, match=message):
         train.run(tiny(tmp_path, **settings), tmp_path / "runs" / "run")
     assert not (tmp_path / "runs").exists()
@@ -520,13 +526,13 @@ def test_cli_recipe_choices_are_the_library_recipes(tmp_path, capsys):
 
 def test_config_file_settings_with_flags_overriding(tmp_path):
     (tmp_path / "run.yaml").write_text("dataset: csbm\ndepth: 3\nlr: 0.01\nmissing-rate: 20\n")
-    config = train.load_config(tmp_path / "run.yaml", {"depth": 4})
+    config = load_config(tmp_path / "run.yaml", {"depth": 4})
     assert (config.dataset, config.depth, config.lr, config.missing_rate) == ("csbm", 4, 0.01, 20)
     (tmp_path / "run.json").write_text(json.dumps({"model": "gat", "norm_extra": "pairnorm"}))
-    assert train.load_config(tmp_path / "run.json", {}).resolved().model == "gat-pairnorm"
+    assert load_config(tmp_path / "run.json", {}).resolved().model == "gat-pairnorm"
     (tmp_path / "bad.yaml").write_text("dataset: csbm\ndept: 3\n")
     with pytest.raises(ValueError, match="unknown training setting.*'dept'"):
-        train.load_config(tmp_path / "bad.yaml", {})
+        load_config(tmp_path / "bad.yaml", {})
 
 
 def test_cli_reads_the_config_file_and_names_an_unknown_key(tmp_path, capsys):
@@ -600,7 +606,7 @@ def test_classic_gat_on_cora_reaches_the_published_accuracy(tmp_path, cora_root)
 
 def test_official_epochs_follow_the_authors_launcher():
     depths = [1, 2, 4, 5, 7, 8, 10, 30]
-    assert [train.official_epochs(d) for d in depths] == [1000, 1000, 1000, 1500, 1500, 2500, 2500, 2500]
+    assert [official_epochs(d) for d in depths] == [1000, 1000, 1000, 1500, 1500, 2500, 2500, 2500]
     assert [TrainConfig(recipe="official", depth=d).resolved().epochs for d in (1, 4, 5, 7, 8, 30)] == [
         1000, 1000, 1500, 1500, 2500, 2500
     ]
@@ -636,11 +642,11 @@ def test_recipes_fill_the_unset_settings_and_explicit_ones_win():
 def test_official_recipe_trains_with_adam_and_torchs_plateau_scheduler(tmp_path):
     config = tiny(tmp_path, recipe="official", heads=None, hidden=None, epochs=None).resolved()
     assert (config.heads, config.hidden, config.epochs) == (8, 64, 1000)
-    setup = train.prepare(config)
+    setup = prepare(config)
     assert setup.model.recipe == "official" and setup.model_config.recipe == "official"
     assert setup.model.input_fc.out_features == 64
     assert {layer.variant for layer in setup.model.layers} == {"official"}
-    trainer = train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
     assert isinstance(trainer.optimizer, torch.optim.Adam)
     assert trainer.optimizer.defaults["lr"] == 0.01 and trainer.optimizer.defaults["weight_decay"] == 5e-4
     scheduler = trainer.scheduler
@@ -649,7 +655,7 @@ def test_official_recipe_trains_with_adam_and_torchs_plateau_scheduler(tmp_path)
     reference = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.Adam([torch.zeros(1, requires_grad=True)]))
     for name in ("mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lrs", "eps"):
         assert getattr(scheduler, name) == getattr(reference, name), name
-    assert train.Trainer(setup, 0.005, 5e-4, TrainConfig().resolved().protocol).scheduler is None
+    assert Trainer(setup, 0.005, 5e-4, TrainConfig().resolved().protocol).scheduler is None
 
 
 def test_official_recipe_trains_on_the_stored_planetoid_features(cora_root):
@@ -657,8 +663,8 @@ def test_official_recipe_trains_on_the_stored_planetoid_features(cora_root):
     official = TrainConfig(recipe="official", model="gat-lip", **base).resolved()
     lipnorm = TrainConfig(model="gat-lip", **base).resolved()
     assert official.raw_features and not lipnorm.raw_features
-    raw = train.prepare(official).features
-    normalised = train.prepare(lipnorm).features
+    raw = prepare(official).features
+    normalised = prepare(lipnorm).features
     assert set(raw.unique().tolist()) == {0.0, 1.0}
     torch.testing.assert_close(normalised, raw / raw.sum(dim=1, keepdim=True), rtol=1e-6, atol=0)
     assert not TrainConfig(recipe="official", dataset="csbm").raw_features
@@ -691,7 +697,7 @@ def test_cli_official_recipe_on_cora_records_its_settings(tmp_path, cora_root):
 
 RETAIN_PROBE = """
 import ctypes, json, sys, torch
-from lipnorm.train import retain_freed_memory
+from lipnorm.train.tuning import retain_freed_memory
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
@@ -776,7 +782,7 @@ def test_retain_freed_memory_can_map_large_tensors_so_they_do_not_fragment_the_h
 def test_prepare_maps_large_tensors_under_checkpointing_and_cluster_batches(tmp_path, monkeypatch, settings, mapped):
     calls = []
     monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda **options: calls.append(options))
-    train.prepare(tiny(tmp_path, **settings).resolved())
+    prepare(tiny(tmp_path, **settings).resolved())
     assert calls == [{"map_large_tensors": mapped}]
 
 

@@ -175,8 +175,8 @@ def test_schema_enums_are_the_library_names():
 def test_schema_train_settings_are_train_config_fields_and_devices_agree():
     import dataclasses
 
-    from lipnorm.device import check_device
     from lipnorm.train import TrainConfig
+    from lipnorm.train_config import check_device
 
     train_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_settings"]["properties"]
     assert set(train_props) <= {field.name for field in dataclasses.fields(TrainConfig)}
@@ -673,7 +673,7 @@ def processes_with(text: str) -> list[int]:
 
 @pytest.mark.slow
 def test_a_retried_train_job_resumes_from_the_state_its_first_attempt_saved(tmp_path):
-    from lipnorm import run_state
+    from lipnorm.train import run_state
 
     run_grid = {"datasets": ["csbm"], "models": ["gat-lip"], "depths": [2], "alphas": [1],
                 "missing_rates": [0], "seeds": [0]}
@@ -774,7 +774,7 @@ def test_a_seed_group_job_writes_every_seed_and_its_retry_resumes_each(tmp_path)
     """recipe dgn, three seeds: one train_seeds job (`lipnorm train --seeds`) writes the
     three run directories; SIGTERM stops it after each run saved its state, and the retry
     resumes every run from its own state."""
-    from lipnorm import run_state
+    from lipnorm.train import run_state
 
     run_grid = {"datasets": ["csbm"], "models": ["gat-lip-batchnorm"], "depths": [2], "alphas": [1],
                 "missing_rates": [100], "seeds": [0, 1, 2]}

@@ -360,7 +360,7 @@ def gemm_floor(gemms: Sequence[tuple[int, int, int, bool]], device=None) -> Call
     (on `device`, default the CPU)."""
     import torch
 
-    from lipnorm.device import move
+    from lipnorm.train.device import move
 
     device = torch.device("cpu") if device is None else device
     operands = {}
@@ -392,7 +392,7 @@ def _timed(step: Callable[[], Any], device) -> float:
     """Seconds `step` takes to complete on `device`: a GPU runs queued work after the
     call returns, so the device is synchronised before the clock starts (nothing of the
     previous step is charged to this one) and before it stops."""
-    from lipnorm.device import synchronize
+    from lipnorm.train.device import synchronize
 
     synchronize(device)
     start = time.perf_counter()
@@ -442,7 +442,7 @@ def _peak_rss_of(step: Callable[[], Any]) -> tuple[float, float]:
 def _peak_cuda_of(step: Callable[[], Any], device) -> float:
     """Peak MB torch's tensors occupy on the GPU during `step` (everything resident then
     counts: call it with nothing else of the benchmark alive)."""
-    from lipnorm import device as devices
+    from lipnorm.train import device as devices
 
     devices.release_memory(device)
     devices.synchronize(device)
@@ -454,7 +454,7 @@ def _peak_cuda_of(step: Callable[[], Any], device) -> float:
 
 def _to_device(graph: Graph, device) -> Graph:
     """`graph` with its structures, inputs and targets on `device`."""
-    from lipnorm.device import move
+    from lipnorm.train.device import move
 
     moved = {name: move(getattr(graph, name), device) for name in
              ("graph", "edge_index", "features", "labels", "train_index")}
@@ -507,7 +507,7 @@ def measure_case(
     saved bytes of each implementation, on `device` (default: that of `graph`'s tensors)."""
     import torch
 
-    from lipnorm.device import move
+    from lipnorm.train.device import move
 
     device = graph.features.device if device is None else device
     impls = {
@@ -559,17 +559,18 @@ def measure_case(
 
 def _trainer(spec: str, depth: int, threads: int, root, mirror, **settings: Any):
     """`(config, Trainer)` of `lipnorm train` on a benchmark graph (settings: TrainConfig's)."""
-    from lipnorm import train
+    from lipnorm.train.trainer import Trainer, prepare
+    from lipnorm.train_config import TrainConfig
 
     name, edges = parse_dataset(spec)
     csbm = None
     if name == "csbm":
         csbm = f"nodes={edges // (CSBM_AVG_DEGREE + 1)},avg_degree={CSBM_AVG_DEGREE},classes={CSBM_CLASSES},feature_dim={CSBM_FEATURES}"
-    config = train.TrainConfig(
+    config = TrainConfig(
         dataset=name, depth=depth, threads=threads, data_root=str(root), mirror=mirror, csbm=csbm, **settings
     ).resolved()
-    setup = train.prepare(config)
-    return config, train.Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    setup = prepare(config)
+    return config, Trainer(setup, config.lr, config.weight_decay, config.protocol)
 
 
 def gradlog_overhead(
@@ -607,7 +608,7 @@ def epoch_times(
       epoch whose layer statistics are logged (every `grad_log_every`-th);
     - train_forward: the training-mode forward alone, with autograd recording;
     - evaluate: `Trainer.evaluate()` alone (eval-mode forward, loss and metrics).
-    What `_train_loop` adds per epoch besides (a row of metrics, the progress bar, a
+    What `lipnorm.train.loop.train_loop` adds per epoch besides (a row of metrics, the progress bar, a
     debug line in train.log) is not timed.
     """
     config, trainer = _trainer(
@@ -648,7 +649,7 @@ def profile_lip(graph: Graph, plan: Plan, heads: int = 8, hidden: int = 8, devic
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from lipnorm.device import move, synchronize
+    from lipnorm.train.device import move, synchronize
 
     per_impl = {}
     text = []
@@ -838,7 +839,7 @@ def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per epoch case: medians of the step, of the epoch with the layer
     statistics logged every `grad_log_every` (default) epochs, amortised per round as
     (logged + (K - 1) x unlogged) / K, of the evaluation and of the training forward."""
-    from lipnorm.train import TrainConfig
+    from lipnorm.train_config import TrainConfig
 
     every = TrainConfig.grad_log_every
     epochs = frame[frame["family"] == "epoch"]
@@ -933,7 +934,7 @@ def run_benchmark(
     device: str = "cpu",
     flush_denormal: bool = False,
 ) -> list[Path]:
-    """Run the benchmark (`QUICK` or `FULL` plan) on `device` (`lipnorm.device`) and
+    """Run the benchmark (`QUICK` or `FULL` plan) on `device` (`lipnorm.train.device`) and
     write its outputs into `out`.
 
     Progress goes to `log` (default: stderr); returns the paths written.
@@ -942,8 +943,8 @@ def run_benchmark(
     import dgl
     import torch
 
-    from lipnorm.device import resolve_device, use_device
-    from lipnorm.tuning import retain_freed_memory, set_flush_denormal
+    from lipnorm.train.device import resolve_device, use_device
+    from lipnorm.train.tuning import retain_freed_memory, set_flush_denormal
 
     target = resolve_device(device)  # first: a refused device leaves nothing behind
     use_device(target)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import re
 import sys
 
@@ -23,8 +24,12 @@ DEVICE_HELP = (
 
 
 # The commands that train or time training: their large tensors on transparent huge
-# pages (`lipnorm.tuning.request_huge_pages`).
+# pages (`request_huge_pages`).
 HUGE_PAGE_COMMANDS = ("train", "bench")
+# PyTorch's CPU allocator (2.1 and later, on Linux) advises transparent huge pages
+# (madvise MADV_HUGEPAGE) for tensors of 2 MB and more, and aligns every CPU tensor to a
+# page, when this is "1" at the process's first CPU allocation (read once, then kept).
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
 
 PLUGIN_HELP = (
     "a Python file or importable module that registers architectures, normalisations or "
@@ -229,7 +234,9 @@ def _seed_list(text: str) -> list[int]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from lipnorm import run_state, train
+    from lipnorm.train import run
+    from lipnorm.train.run_state import RunInterrupted
+    from lipnorm.train_config import load_config
 
     overrides = {
         key: value
@@ -239,14 +246,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.seeds is not None and "seed" in overrides:
         raise ValueError("--seed and --seeds exclude each other: give every seed in --seeds")
     try:
-        config = train.load_config(args.config, overrides)
+        config = load_config(args.config, overrides)
         if args.seeds is not None:
-            from lipnorm.seed_group import run_seeds
+            from lipnorm.train.seed_group import run_seeds
 
             run_seeds(config, args.seeds, args.out)
         else:
-            train.run(config, args.out)
-    except run_state.RunInterrupted as stopped:  # the log has said so
+            run(config, args.out)
+    except RunInterrupted as stopped:  # the log has said so
         return stopped.exit_code
     return 0
 
@@ -493,13 +500,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def request_huge_pages() -> bool:
+    """Ask PyTorch to back this process's large CPU tensors with transparent huge pages
+    (2 MB pages), unless `THP_MEM_ALLOC_ENABLE` is already set: True if asked or set to 1.
+
+    A tensor that gets a mapping of its own
+    (`lipnorm.train.tuning.retain_freed_memory(map_large_tensors=True)`) is faulted in anew
+    each time it is allocated; with 2 MB pages that is one fault per 2 MB instead of one
+    per 4 KB, which makes mapping large tensors nearly as fast as reusing the heap
+    (docs/performance.md, "Memory allocation"). Effective only when called before the
+    process allocates its first CPU tensor (`main` calls it for `HUGE_PAGE_COMMANDS`
+    before it imports anything that may allocate one: it lives here, not among the
+    training modules, whose import does); where the kernel gives no huge pages
+    (`/sys/kernel/mm/transparent_hugepage/enabled` is `never`) nothing changes but the
+    alignment. Not Linux: nothing is done (False).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    os.environ.setdefault(HUGE_PAGES_ENV, "1")
+    return os.environ[HUGE_PAGES_ENV] == "1"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in HUGE_PAGE_COMMANDS:
         # Before this process allocates its first tensor, or PyTorch ignores it.
-        from lipnorm.tuning import request_huge_pages
-
         request_huge_pages()
     try:
         # First: a plugin's names are valid settings of the command.

@@ -240,8 +240,8 @@ def probe_table(
     each kind of input direction scaled by each s (same graph, weights and direction).
 
     Layers and inputs are built on the CPU (the same numbers on any device), the
-    Jacobian products run on `device` (`lipnorm.device.resolve_device`)."""
-    from lipnorm.device import resolve_device, use_device
+    Jacobian products run on `device` (`lipnorm.train.device.resolve_device`)."""
+    from lipnorm.train.device import resolve_device, use_device
 
     target = resolve_device(device)
     use_device(target)

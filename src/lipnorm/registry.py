@@ -195,7 +195,7 @@ def register_architecture(
 
     `seeds_together` (optional): ``seeds_together(models) -> nn.Module``, the networks of
     S seeds of one configuration as one network, which `lipnorm train --seeds`
-    (`lipnorm.seed_group`) trains in their place; a ValueError saying why, for models it
+    (`lipnorm.train.seed_group`) trains in their place; a ValueError saying why, for models it
     cannot hold. Its contract is `lipnorm.nn.seeds.SeedBatchedGAT`'s: ``forward(graph,
     feat, kept=None) -> (S, N, C)`` (``kept``: ``(E, S)`` bool, the edges each seed's
     DropEdge kept), ``layers`` (the attention layers, outputs ``(N, S * H, D)``),

@@ -7,7 +7,8 @@ import sys
 
 from snakemake.utils import validate
 
-from lipnorm import grid, numbers, plan, registry, seed_group
+from lipnorm import grid, numbers, plan, registry
+from lipnorm.train import seed_group
 from lipnorm.aggregate import AGGREGATE_TABLES
 from lipnorm.analysis import FIGURES
 from lipnorm.tables import TABLES

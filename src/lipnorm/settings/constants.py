@@ -5,7 +5,7 @@ that `lipnorm --help` and `lipnorm plan` stay free of torch.
 """
 
 # How a run's training steps see the graph: the whole graph each step, or Cluster-GCN
-# batches (`lipnorm.cluster_batches`).
+# batches (`lipnorm.train.cluster_batches`).
 BATCHINGS = ("full", "cluster")
 
 # The dataset folder, relative to the working directory, of `lipnorm data`, `lipnorm
@@ -14,5 +14,5 @@ DEFAULT_DATA_ROOT = "resources/datasets"
 
 # Under checkpointing or cluster batches, tensors from this size on (glibc's own largest
 # dynamic mmap threshold) get a mapping each instead of a place in glibc's heap
-# (`lipnorm.tuning.retain_freed_memory`); `lipnorm.plan` counts such tensors at their size.
+# (`lipnorm.train.tuning.retain_freed_memory`); `lipnorm.plan` counts such tensors at their size.
 MAPPED_LARGE_TENSOR_BYTES = 32 << 20

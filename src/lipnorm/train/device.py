@@ -1,10 +1,11 @@
-"""Where a run computes: parse `--device`, check that CUDA is usable, measure memory.
+"""Where a run computes: resolve `--device`, check that CUDA is usable, measure memory.
 
 `resolve_device(text)` turns `cpu`, `cuda`, `cuda:N` or `auto` (CUDA if usable, else the
 CPU) into a `torch.device`, or raises ValueError naming the value: a malformed string
 names the allowed forms; a CUDA device that torch cannot see, or a DGL built without
 CUDA, names the device and how to install DGL's CUDA build. Call it before anything is
-loaded or written, so a refused device leaves nothing behind.
+loaded or written, so a refused device leaves nothing behind. The forms themselves are a
+setting's (`lipnorm.train_config.check_device`, `DEVICE_FORMS`), checked with the others.
 
 CUDA needs both halves: torch with a visible GPU (`torch.cuda.is_available()`) and a DGL
 build with CUDA kernels. DGL registers its CUDA device API as the global function
@@ -22,13 +23,12 @@ serves both; the tests replace torch's CUDA entry points by recording fakes and 
 from __future__ import annotations
 
 import os
-import re
 import resource
 
 import torch
 
-DEVICE_FORMS = "cpu, cuda, cuda:N (N a GPU index: 0, 1, ...) or auto (cuda if usable, else cpu)"
-_DEVICE_RE = re.compile(r"cpu|auto|cuda(:[0-9]+)?")  # ASCII digits only, as the schema
+from lipnorm.train_config import check_device
+
 # DGL's wheels for this stack (DGL 2.1, torch 2.2); PyPI and this project's registry have
 # the CPU build only.
 DGL_CUDA_INSTALL = (
@@ -36,13 +36,6 @@ DGL_CUDA_INSTALL = (
     "https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html (CUDA 11.8: .../torch-2.2/cu118/"
     "repo.html; see docs/training.md, Devices)"
 )
-
-
-def check_device(text: str) -> str:
-    """`text` if it is a device this project accepts, else ValueError naming it."""
-    if not isinstance(text, str) or not _DEVICE_RE.fullmatch(text):
-        raise ValueError(f"unknown device {text!r}; allowed: {DEVICE_FORMS}")
-    return text
 
 
 def dgl_has_cuda() -> bool:

@@ -36,7 +36,7 @@ from typing import Any, Mapping, Protocol
 import numpy as np
 import torch
 
-from lipnorm import device as devices
+from lipnorm.train import device as devices
 
 from lipnorm.io import atomic_path
 

@@ -35,18 +35,13 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from lipnorm import registry, run_state
+from lipnorm import registry
 from lipnorm.nn.models import build_model
-from lipnorm.train import (
-    RunDirectory,
-    end_training,
-    logged_epoch,
-    progress_bar,
-    record_epoch,
-    train_run,
-)
+from lipnorm.train import run_state
+from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_epoch
+from lipnorm.train.run_directory import RunDirectory, train_run
+from lipnorm.train.trainer import StepResult, compute_metric, gather
 from lipnorm.train_config import TrainConfig
-from lipnorm.trainer import StepResult, compute_metric, gather
 
 __all__ = ["SEED_FIELD", "SEED_GROUPINGS", "run_seeds", "seed_paths", "SeedGroup", "why_not_together", "workflow_seed_groups"]
 
@@ -358,7 +353,7 @@ class SeedGroup:
                 job.time_share = 1 / len(self.jobs)
                 job.open(stack)  # resumes its saved state, if any, into its trainer
                 job.logger.info(
-                    "trained together with seeds %s as one network (lipnorm.seed_group)",
+                    "trained together with seeds %s as one network (lipnorm.train.seed_group)",
                     [other.config.seed for other in self.jobs],
                 )
                 if job.history.finished:

@@ -1,46 +1,11 @@
-"""One training run: node classification, full batch or on Cluster-GCN batches
-(`batching`, `lipnorm.cluster_batches`), with per-layer gradient logging: the epoch loop
-and the run directory. Its parts live one concern a module, their names importable from
-here too: the settings (`lipnorm.train_config`), the model and data made ready and the
-training steps (`lipnorm.trainer`), the logging hooks (`lipnorm.train_hooks`) and the
-process-wide tuning (`lipnorm.tuning`).
+"""One training run and its run directory: `run(config, out)` trains as `config` says
+and writes `out` (docs/architecture.md: `summary.json`, `metrics.parquet`,
+`gradnorms.parquet`, `outnorms.parquet`, `layerstats.parquet`, `train.log`) atomically,
+resuming from and saving the training state beside it (`lipnorm.train.run_state`).
 
-`run(config, out)` validates the settings, loads the dataset, erases the feature rows of
-the missing-features mask, trains with Adam and evaluates every epoch, and writes the
-run directory of docs/architecture.md (`summary.json`, `metrics.parquet`,
-`gradnorms.parquet`, `outnorms.parquet`, `layerstats.parquet`, `train.log`) atomically.
-
-Training state (`lipnorm.run_state`): every `save_every` epochs, and when SIGTERM or SIGINT
-arrives (at the end of the epoch under way), the model, optimizer, scheduler, random
-streams, the rows so far and the log are saved beside `out` (`run_state.state_path`). The
-same call finds that state, refuses it if another configuration or version saved it, and
-continues: the run directory is the one an uninterrupted run writes (timings excepted).
-After a signal the run raises `run_state.RunInterrupted` (the CLI's exit code 128 + N).
-
-Per-layer representation diagnostics (`lipnorm.diagnostics`: Dirichlet energy, MAD,
-Rayleigh quotient, attention entropy, output norm) are measured on the eval-mode
-forward of the epochs whose gradient norms are logged, and once more after the last
-epoch of a run that did not diverge. They read the forward `evaluate` runs anyway (one
-extra eval forward at the end) and draw no random numbers, so a run's training numbers
-are the same with and without them (`layer_stats=False`).
-
-Protocols:
-- "best-val": the test metric at the epoch of best validation metric (ties: the earlier
-  epoch); `patience` stops training after that many epochs without a new best.
-- "official": as the authors' public code: `ReduceLROnPlateau` (factor 0.1, patience 10)
-  stepped on the validation loss every epoch, and the test metric of the last epoch.
-
-Recipes (`TrainConfig.recipe`) supply the defaults of the settings left unset (None):
-- "lipnorm" (default): this project's settings, `LIPNORM_DEFAULTS`.
-- "official": what the authors' `train_deepgat_missing.py` runs (`OFFICIAL_DEFAULTS`,
-  `official_epochs`): their DeepGAT (`ModelConfig.recipe`), 8 heads x 64, LipschitzNorm
-  variant "official", Adam lr 0.01 with weight decay 5e-4, protocol "official", epochs by
-  depth as their launcher, and the planetoid datasets' features as stored (PyG's
-  `Planetoid` does not row-normalise them; DGL's loader does, see
-  `lipnorm.data.load_dataset(raw_features=...)`); other datasets are loaded as always,
-  their loaders not normalising.
-A setting given explicitly wins over the recipe's default, e.g. `epochs=150` for a
-reduced official run.
+`RunDirectory` is one run set up (settings resolved, model and data ready, its trainer)
+and what its directory is made of while it trains; `train_run` trains it through the
+epoch loop (`lipnorm.train.loop`); `StateSaver` writes its training state.
 """
 
 from __future__ import annotations
@@ -55,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import dgl
 import numpy as np
@@ -64,52 +29,13 @@ import torch
 from tqdm import tqdm
 
 import lipnorm
-from lipnorm import data, run_state  # noqa: F401 (data: the loaders, patched in tests)
-from lipnorm import device as devices
-from lipnorm.device import resolve_device
 from lipnorm.io import atomic_dir, write_json, write_parquet
-
-# What a run is made of, one concern a module; their names stay importable from here.
-from lipnorm.nn.models import attention_layers  # noqa: F401
-from lipnorm.recipes import LIPNORM_DEFAULTS, OFFICIAL_DEFAULTS, RECIPES, official_epochs, recipe_defaults  # noqa: F401
-from lipnorm.train_config import (  # noqa: F401
-    MODEL_SETTINGS,
-    PROTOCOLS,
-    RESUME_INDIFFERENT,
-    SAVE_EVERY,
-    TrainConfig,
-    load_config,
-    norm_extras,
-)
-from lipnorm.train_hooks import GradientNorms, LayerStats, OutputNorms  # noqa: F401
-from lipnorm.trainer import (  # noqa: F401
-    PLATEAU_FACTOR,
-    PLATEAU_PATIENCE,
-    Epoch,
-    Setup,
-    StepResult,
-    Trainer,
-    compute_metric,
-    gather,
-    make_scheduler,
-    prepare,
-    select_epoch,
-)
-from lipnorm.tuning import (  # noqa: F401
-    M_MMAP_THRESHOLD,
-    M_TRIM_THRESHOLD,
-    RETAINED_ALLOCATION_BYTES,
-    retain_freed_memory,
-    seed_everything,
-    set_flush_denormal,
-)
-
-
-def __getattr__(name: str):
-    # `NORM_EXTRAS`: computed on access, since plugins register more.
-    if name == "NORM_EXTRAS":
-        return norm_extras()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from lipnorm.train import device as devices
+from lipnorm.train import run_state
+from lipnorm.train.device import resolve_device
+from lipnorm.train.loop import History, log, train_loop
+from lipnorm.train.trainer import Setup, Trainer, prepare, select_epoch
+from lipnorm.train_config import RESUME_INDIFFERENT, TrainConfig
 
 METRICS_COLUMNS = [
     "epoch", "train_loss", "train_metric", "val_loss", "val_metric", "test_metric", "lr", "seconds"
@@ -117,8 +43,6 @@ METRICS_COLUMNS = [
 GRADNORMS_COLUMNS = ["epoch", "layer", "kind", "group", "grad_norm"]
 OUTNORMS_COLUMNS = ["epoch", "layer", "output_norm"]
 LAYERSTATS_COLUMNS = ["epoch", "layer", "metric", "value"]
-
-log = logging.getLogger("lipnorm.train")
 
 
 def _versions() -> dict[str, str]:
@@ -196,7 +120,7 @@ def train_run(job: RunDirectory, note: str | None = None) -> dict[str, Any]:
         if note:
             job.logger.info("%s", note)
         with run_state.StopSignals() as stop:
-            job.history = _train_loop(job.config, job.trainer, job.history, job.save, stop, job.logger)
+            job.history = train_loop(job.config, job.trainer, job.history, job.save, stop, job.logger)
         if stop.requested:
             raise job.interrupted(stop)
         summary = job.finish()
@@ -321,7 +245,7 @@ class RunDirectory:
 
 @dataclass
 class StateSaver:
-    """`saver(history)` writes the training state of a run to `path` (`lipnorm.run_state`):
+    """`saver(history)` writes the training state of a run to `path` (`lipnorm.train.run_state`):
     what `run` resumes from."""
 
     path: Path
@@ -359,162 +283,6 @@ def _saved_state(path: Path, config: TrainConfig) -> tuple[dict[str, Any] | None
         state, dataclasses.asdict(config), _versions(), path, ignored=RESUME_INDIFFERENT
     )
     return state, None
-
-
-@dataclass
-class History:
-    """Rows of the per-epoch parquet files, and where training stands: what a resumed run
-    continues from."""
-
-    metrics: list[dict[str, float]] = dataclasses.field(default_factory=list)
-    gradnorms: list[tuple] = dataclasses.field(default_factory=list)
-    outnorms: list[tuple] = dataclasses.field(default_factory=list)
-    layerstats: list[tuple] = dataclasses.field(default_factory=list)
-    diverged_epoch: int | None = None
-    stats_epoch: int | None = None  # the last epoch whose layer statistics were recorded
-    epochs_done: int = 0  # epochs trained, a diverged one included
-    finished: bool = False  # no epoch left: the last one, an early stop or a divergence
-
-
-def _train_loop(
-    config: TrainConfig,
-    trainer: Trainer,
-    history: History | None = None,
-    save: Callable[[History], None] | None = None,
-    stop: run_state.StopSignals | None = None,
-    logger: logging.Logger = log,
-) -> History:
-    """Train the epochs after `history.epochs_done` (a fresh `History`: all of them).
-
-    `save(history)` is called every `config.save_every` epochs that training goes on
-    after. When `stop` is requested, the loop ends after the epoch under way, without the
-    last epoch's layer statistics, which the resumed run adds.
-    """
-    history = History() if history is None else history
-    bar = progress_bar(config, history)
-    for epoch in bar:
-        epoch_start = time.perf_counter()
-        lr = trainer.lr
-        with_stats = logged_epoch(config, epoch) and config.layer_stats
-        step = gather(trainer.train_step(), trainer.evaluate(with_stats))
-        if record_epoch(config, trainer, history, epoch, step, lr, time.perf_counter() - epoch_start, with_stats, logger):
-            break
-        bar.set_postfix(loss=f"{step.loss:.4f}", val=f"{step.val_metric:.4f}", refresh=False)
-        if stop is not None and stop.requested:
-            break
-        if save is not None and not history.finished and epoch % config.save_every == 0:
-            save(history)
-    bar.close()
-    end_training(config, trainer, history, stop)
-    return history
-
-
-def end_training(config: TrainConfig, trainer: Trainer, history: History, stop: run_state.StopSignals | None) -> None:
-    """What a run does once its epochs end: measure the last epoch's layer statistics
-    where they are still to be measured (`_needs_last_stats`), remove its hooks."""
-    if _needs_last_stats(config, history, stop):
-        trainer.evaluate(layer_stats=True)
-        history.layerstats += trainer.layer_stats.rows(history.metrics[-1]["epoch"])
-    trainer.output_norms.remove()
-    trainer.layer_stats.remove()
-
-
-def progress_bar(config: TrainConfig, history: History, label: str = "train") -> tqdm:
-    """The epochs left after `history`, as a progress bar on stderr."""
-    return tqdm(
-        range(history.epochs_done + 1, 0 if history.finished else config.epochs + 1),
-        desc=label, unit="epoch", file=sys.stderr, mininterval=1.0, dynamic_ncols=True,
-        initial=history.epochs_done, total=config.epochs,
-    )
-
-
-def logged_epoch(config: TrainConfig, epoch: int) -> bool:
-    """Whether `epoch` logs its gradient norms (and layer statistics): epoch 1 always,
-    since the gradients at initialisation matter most, then every `grad_log_every`."""
-    return (epoch - 1) % config.grad_log_every == 0
-
-
-def record_epoch(
-    config: TrainConfig, trainer: Trainer, history: History, epoch: int, step: Epoch, lr: float,
-    seconds: float, with_stats: bool, logger: logging.Logger = log,
-) -> bool:
-    """Add epoch `epoch` (its training step and evaluation `step`, taken at learning rate
-    `lr` in `seconds`; `with_stats`: its layer statistics are in `trainer.layer_stats`) to `history`,
-    step the scheduler, log it; True when training ends here (the last epoch, a
-    divergence, an early stop)."""
-    history.epochs_done = epoch
-    val_loss, train_metric, val_metric, test_metric = step.val_loss, step.train_metric, step.val_metric, step.test_metric
-    if not step.finite:  # the evaluation saw the model after a non-finite step
-        val_loss = train_metric = val_metric = test_metric = math.nan
-        trainer.layer_stats.captured.clear()
-    elif with_stats:
-        history.layerstats += trainer.layer_stats.rows(epoch)
-        history.stats_epoch = epoch
-    diverged = not math.isfinite(val_loss)
-    # The diverged epoch's gradient norms are kept whatever the interval: they show
-    # what blew up.
-    if logged_epoch(config, epoch) or diverged:
-        history.gradnorms += [
-            (epoch, *key, norm) for key, norm in zip(trainer.gradient_norms.keys, step.grad_norms)
-        ]
-        history.outnorms += [
-            (epoch, layer, norm) for layer, norm in zip(trainer.output_norms.layers, step.output_norms)
-        ]
-    if diverged:
-        history.diverged_epoch = epoch
-        history.finished = True
-        logger.warning(
-            "diverged at epoch %d: train loss %r, largest gradient-group norm %r, "
-            "validation loss %r",
-            epoch, step.loss, max(step.grad_norms, key=_nan_last), val_loss,
-        )
-        return True
-    if trainer.scheduler is not None:
-        trainer.scheduler.step(val_loss)
-    history.metrics.append(
-        {
-            "epoch": epoch,
-            "train_loss": step.loss,
-            "train_metric": train_metric,
-            "val_loss": val_loss,
-            "val_metric": val_metric,
-            "test_metric": test_metric,
-            "lr": lr,
-            "seconds": seconds,
-        }
-    )
-    logger.debug(
-        "epoch %d loss %.6g train %.4f val_loss %.6g val %.4f test %.4f lr %.3g",
-        epoch, step.loss, train_metric, val_loss, val_metric, test_metric, lr,
-    )
-    history.finished = epoch == config.epochs
-    if config.patience is not None:
-        val_metrics = [row["val_metric"] for row in history.metrics]
-        best_epoch = history.metrics[select_epoch("best-val", val_metrics)]["epoch"]
-        if epoch - best_epoch >= config.patience:
-            logger.info("early stop at epoch %d: no better val metric since epoch %d", epoch, best_epoch)
-            history.finished = True
-    return history.finished
-
-
-def _needs_last_stats(config: TrainConfig, history: History, stop: run_state.StopSignals | None) -> bool:
-    """Whether the last epoch's representations are still to be measured: unless that
-    epoch was logged (the forward of `evaluate` is deterministic, so repeating it gives
-    the ones that epoch saw), the run was stopped by a signal, or it diverged (the model
-    is no longer the last epoch's)."""
-    last_epoch = history.metrics[-1]["epoch"] if history.metrics else None
-    return (
-        config.layer_stats
-        and not (stop is not None and stop.requested)
-        and history.diverged_epoch is None
-        and last_epoch is not None
-        and last_epoch != history.stats_epoch
-    )
-
-
-def _nan_last(value: float) -> float:
-    """Sort key putting NaN above everything, so `max` reports it."""
-    return math.inf if math.isnan(value) else value
 
 
 def _num_params(model: torch.nn.Module) -> int:

@@ -12,17 +12,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lipnorm import cluster_batches, data
-from lipnorm import device as devices
-from lipnorm import run_state
-from lipnorm.cluster_batches import ClusterBatches
-from lipnorm.device import resolve_device
+from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models import ModelConfig, build_model
-
+from lipnorm.train import cluster_batches
+from lipnorm.train import device as devices
+from lipnorm.train import run_state
+from lipnorm.train.cluster_batches import ClusterBatches
+from lipnorm.train.device import resolve_device
+from lipnorm.train.hooks import GradientNorms, LayerStats, OutputNorms
+from lipnorm.train.tuning import retain_freed_memory, seed_everything, set_flush_denormal
 from lipnorm.train_config import PROTOCOLS, TrainConfig
-from lipnorm.train_hooks import GradientNorms, LayerStats, OutputNorms
-from lipnorm.tuning import retain_freed_memory, seed_everything, set_flush_denormal
 
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
@@ -91,7 +91,7 @@ def prepare(config: TrainConfig) -> Setup:
     """Seed, load the data, apply the missing-features mask, build the model, and move
     what training uses to `config.device`: the graph, the erased features, the labels, the
     split masks as node indices, the model (not the unerased features or the masks).
-    With `batching="cluster"`, the METIS partition too (`lipnorm.cluster_batches`: read from
+    With `batching="cluster"`, the METIS partition too (`lipnorm.train.cluster_batches`: read from
     its cache under `data_root`, else computed and cached); the batches stay on the CPU
     until each is used."""
     # First: an unusable device is refused before anything is loaded.
@@ -242,7 +242,8 @@ class Trainer:
         gradient) and the attention outputs' norms; False exists to time their cost.
         Nothing here waits for a GPU: the step is taken whatever the gradients are, since
         deciding on the host would synchronise every step; a non-finite loss or gradient
-        norm ends the run at this epoch (`_train_loop`), so the model it leaves is not used.
+        norm ends the run at this epoch (`lipnorm.train.loop.train_loop`), so the model it
+        leaves is not used.
         (Cluster batches are built on the host: each waits for its copy to the device and
         the layers' zero-in-degree check of its new graph.)
 

@@ -15,7 +15,10 @@ and is skipped (`Batch.has_training_nodes`).
 The subgraph is built on the host and then moved to the training device: on a GPU each
 batch waits for that copy (as DropEdge's subset does) and for the layers' zero-in-degree
 check of a new graph (`lipnorm.nn.functional.zero_in_degree_count`); the rest of a step
-does not wait (`lipnorm.train.Trainer.train_step`).
+does not wait (`lipnorm.train.trainer.Trainer.train_step`).
+
+The settings (`batching`, `partitions`, `batch_partitions`), their defaults and their
+checks are `lipnorm.train_config`'s.
 """
 
 from __future__ import annotations
@@ -29,43 +32,9 @@ import dgl
 import numpy as np
 import torch
 
-from lipnorm import registry
 from lipnorm.io import atomic_path
-from lipnorm.settings.constants import BATCHINGS
 
-# 4 batches an epoch, each a quarter of the graph's nodes (a step's activations about a
-# quarter of the full batch's); on Cora (GAT-Lip, depth 5, 100 % missing features) the
-# test accuracy stayed within a point of full batch's, where 8 batches of 32 parts lost
-# 5 points (docs/performance.md). Many small parts a batch mix the clusters' labels.
-DEFAULT_PARTITIONS = 64
-DEFAULT_BATCH_PARTITIONS = 16
-
-__all__ = [
-    "DEFAULT_BATCH_PARTITIONS", "DEFAULT_PARTITIONS", "Batch", "ClusterBatches",
-    "cache_path", "check_settings", "partition_sampler",
-]
-
-
-def check_settings(batching: str, partitions: int, batch_partitions: int, architecture: str, model: str) -> None:
-    """ValueError naming the first bad setting (the node count is checked by
-    `partition_sampler`, once the graph is loaded)."""
-    if batching not in BATCHINGS:
-        raise ValueError(f"unknown batching {batching!r}; allowed: {', '.join(BATCHINGS)}")
-    for name, value in (("partitions", partitions), ("batch_partitions", batch_partitions)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if batch_partitions > partitions:
-        raise ValueError(
-            f"batch_partitions={batch_partitions} must be at most partitions={partitions} "
-            "(a batch is that many of the partitions)"
-        )
-    if batching == "cluster" and registry.architecture(architecture).full_batch_only:
-        batched = [name for name, entry in registry.ARCHITECTURES.items() if not entry.full_batch_only]
-        raise ValueError(
-            f"batching='cluster': model {model!r} is trained on the whole graph only: architecture "
-            f"{architecture!r} is registered with full_batch_only=True (cluster batches apply to "
-            f"{', '.join(batched)})"
-        )
+__all__ = ["Batch", "ClusterBatches", "cache_path", "partition_sampler"]
 
 
 def cache_path(root: str | os.PathLike, dataset: str, partitions: int, csbm: Any = None) -> Path:
@@ -160,7 +129,7 @@ class ClusterBatches:
     def epoch(self) -> Iterator[Batch]:
         """This epoch's batches: the partitions in a fresh order, `batch_partitions` at a
         time (drawn when called; a batch is built as it is reached)."""
-        from lipnorm import device as devices
+        from lipnorm.train import device as devices
 
         order = torch.randperm(self.partitions, generator=self.generator)
         for group in order.split(self.batch_partitions):

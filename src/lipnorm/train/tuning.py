@@ -1,13 +1,12 @@
 """Process-wide settings of a training process: the seeds of every generator, glibc's
-malloc (freed memory kept for reuse, large tensors on huge pages), and flushing
-denormals."""
+malloc (freed memory kept for reuse, large tensors mapped each), and flushing denormals.
+(Huge pages are asked for by the command line, `lipnorm.cli.request_huge_pages`, before
+anything that may allocate a tensor is imported.)"""
 
 from __future__ import annotations
 
 import ctypes
-import os
 import random
-import sys
 
 import dgl
 import numpy as np
@@ -30,31 +29,6 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 RETAINED_ALLOCATION_BYTES = 1 << 30
 
 
-# PyTorch's CPU allocator (2.1 and later, on Linux) advises transparent huge pages
-# (madvise MADV_HUGEPAGE) for tensors of 2 MB and more, and aligns every CPU tensor to a
-# page, when this is "1" at the process's first CPU allocation (read once, then kept).
-HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
-
-
-def request_huge_pages() -> bool:
-    """Ask PyTorch to back this process's large CPU tensors with transparent huge pages
-    (2 MB pages), unless `THP_MEM_ALLOC_ENABLE` is already set: True if asked or set to 1.
-
-    A tensor that gets a mapping of its own (`retain_freed_memory(map_large_tensors=True)`)
-    is faulted in anew each time it is allocated; with 2 MB pages that is one fault per
-    2 MB instead of one per 4 KB, which makes mapping large tensors nearly as fast as
-    reusing the heap (docs/performance.md, "Memory allocation"). Effective only when
-    called before the process allocates its first CPU tensor (`lipnorm train` and
-    `lipnorm bench` call it first thing); where the kernel gives no huge pages
-    (`/sys/kernel/mm/transparent_hugepage/enabled` is `never`) nothing changes but the
-    alignment. Not Linux: nothing is done (False).
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    os.environ.setdefault(HUGE_PAGES_ENV, "1")
-    return os.environ[HUGE_PAGES_ENV] == "1"
-
-
 def retain_freed_memory(map_large_tensors: bool = False) -> bool:
     """Make glibc's malloc keep freed memory for reuse (True), where it is glibc (else False).
 
@@ -70,7 +44,7 @@ def retain_freed_memory(map_large_tensors: bool = False) -> bool:
     then get a mapping each, unmapped when freed, instead of leaving holes in the heap that
     make a step's peak grow by about one more such tensor a layer (checkpointing) or the
     whole-graph evaluation's by several (cluster batches); their pages are faulted in
-    anew, which huge pages (`request_huge_pages`) make cheap (docs/performance.md,
+    anew, which huge pages (`lipnorm.cli.request_huge_pages`) make cheap (docs/performance.md,
     "Memory allocation").
     """
     try:
