@@ -12,7 +12,7 @@ import re
 import sys
 
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
-from lipnorm import registry
+from lipnorm import experiments, registry
 from lipnorm.recipes import RECIPES
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
 
@@ -27,8 +27,8 @@ DEVICE_HELP = (
 HUGE_PAGE_COMMANDS = ("train", "bench")
 
 PLUGIN_HELP = (
-    "a Python file or importable module that registers architectures, normalisations or "
-    "datasets (lipnorm.registry); repeatable"
+    "a Python file or importable module that registers architectures, normalisations, "
+    "datasets (lipnorm.registry) or experiments (lipnorm.experiments); repeatable"
 )
 
 
@@ -265,12 +265,12 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     )
     aggregate.set_defaults(handler=_aggregate)
     for name, handler, what in (
-        ("tables", _tables, "LaTeX tables (<stem>.tex, stems in lipnorm.tables.TABLES)"),
-        ("plots", _plots, "figures (<stem>.pdf and .png, stems in lipnorm.plots.FIGURES)"),
+        ("tables", _tables, "LaTeX tables (<stem>.tex)"),
+        ("plots", _plots, "figures (<stem>.pdf and .png)"),
     ):
         parser = sub.add_parser(name, parents=[_plugins_parser()], help=f"write an experiment's {what}")
         parser.add_argument("experiment", metavar="EXPERIMENT",
-                            help="depth, gradients, alpha, transformer, lipschitz or classic")
+                            help=", ".join(experiments.names()) + " (or a plugin's; lipnorm.experiments)")
         parser.add_argument("--aggregate-dir", required=True, help="output of `lipnorm aggregate`")
         parser.add_argument("--out-dir", required=True)
         parser.set_defaults(handler=handler)
