@@ -103,8 +103,8 @@ def _check_outputs(name: str, tables: Any, figures: Any) -> tuple[tuple[Output, 
                 raise ValueError(f"experiment {name!r}: stem {output.stem!r} must be lower-case letters, "
                                  "digits and '_'")
             if output.stem in taken:
-                raise ValueError(f"experiment {name!r}: stem {output.stem!r} is experiment "
-                                 f"{taken[output.stem]!r}'s already")
+                raise ValueError(f"experiment {name!r}: stem {output.stem!r} is taken by experiment "
+                                 f"{taken[output.stem]!r}")
             taken[output.stem] = name
             check_factory("experiment", name, f"the builder of {output.stem!r}", output.builder)
             if not output.inputs or not all(isinstance(table, str) and table for table in output.inputs):
