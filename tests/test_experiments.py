@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -228,10 +229,12 @@ def test_a_plugins_experiment_writes_its_table_and_figure(gap, gap_results, tmp_
     # The figure draws the cells' means; GAT's at depth 4 has a diverged seed: not drawn.
     figure = experiments.build(gap.figures[0], {"runs": runs}.get)
     lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    plt.close(figure)
     assert list(lines) == ["GAT", "GAT-Lip"]
     assert list(lines["GAT"].get_xdata()) == [2] and list(lines["GAT-Lip"].get_xdata()) == [2, 4]
     drawn = [f"{y:.1f}" for model in lines for y in lines[model].get_ydata()]
     assert drawn == [cells[key].split()[0] for key in (("GAT", 2), ("GAT-Lip", 2), ("GAT-Lip", 4))]
+    assert plt.get_fignums() == []  # the figures the commands drew are closed
 
 
 def test_a_plugins_experiment_is_published_with_its_section(gap_written, tmp_path):
