@@ -30,11 +30,15 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from lipnorm import registry
+from lipnorm import experiments, registry
 from lipnorm.io import atomic_path, write_parquet
 
-EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic", "diagnose",
-               "remedies")
+
+def __getattr__(name: str):
+    if name == "EXPERIMENTS":  # the registered experiments' names (lipnorm.experiments)
+        return experiments.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SUMMARY_FILE = "summary.json"
 # Aggregate table name -> the run-directory file it gathers.

@@ -1,7 +1,7 @@
 """What the tables, the figures and the published results read from an aggregate alike,
 without drawing anything: the diagnose grid and each run's recipe, the last logged epoch
-of the layer statistics and how each metric is named and shown, the gradient-norm
-ratios across layers, and the stems of each experiment's figures.
+of the layer statistics and how each metric is named and shown, and the gradient-norm
+ratios across layers.
 
 `lipnorm.tables` and `lipnorm.publish` import this module and not `lipnorm.plots`, so
 writing a LaTeX table or publishing results loads no matplotlib or seaborn (tested).
@@ -13,19 +13,6 @@ import numpy as np
 import pandas as pd
 
 from lipnorm.aggregate import label
-
-# Experiment -> stems of the figures `lipnorm.plots` draws (`<stem>.pdf` and `.png`);
-# listed here so that publishing and the workflow know them without matplotlib.
-FIGURES: dict[str, list[str]] = {
-    "depth": ["depth_accuracy"],
-    "gradients": ["gradient_heatmaps", "gradient_ratio", "training_curves"],
-    "alpha": ["alpha_accuracy"],
-    "transformer": ["transformer_accuracy"],
-    "lipschitz": ["lipschitz_probe"],
-    "classic": [],
-    "diagnose": ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"],
-    "remedies": ["remedies_accuracy", "remedies_mad"],
-}
 
 # Norms below float32's smallest normal number are rounding noise, not a measurement;
 # flooring them keeps the max/min ratio finite.
@@ -51,6 +38,11 @@ def recipes(runs: pd.DataFrame) -> pd.Series:
     if "recipe" not in runs.columns:
         return pd.Series(DEFAULT_RECIPE, index=runs.index, name="recipe")
     return runs["recipe"].fillna(DEFAULT_RECIPE)
+
+
+def with_recipes(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with its `recipe` column filled (`recipes`), as the diagnose table reads it."""
+    return runs.assign(recipe=recipes(runs))
 
 
 def diagnose_grid(runs: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import re
 import sys
 
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
-from lipnorm import registry
+from lipnorm import experiments, registry
 from lipnorm.recipes import RECIPES
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
 
@@ -32,8 +32,8 @@ HUGE_PAGE_COMMANDS = ("train", "bench")
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
 
 PLUGIN_HELP = (
-    "a Python file or importable module that registers architectures, normalisations or "
-    "datasets (lipnorm.registry); repeatable"
+    "a Python file or importable module that registers architectures, normalisations, "
+    "datasets (lipnorm.registry) or experiments (lipnorm.experiments); repeatable"
 )
 
 
@@ -272,12 +272,12 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     )
     aggregate.set_defaults(handler=_aggregate)
     for name, handler, what in (
-        ("tables", _tables, "LaTeX tables (<stem>.tex, stems in lipnorm.tables.TABLES)"),
-        ("plots", _plots, "figures (<stem>.pdf and .png, stems in lipnorm.plots.FIGURES)"),
+        ("tables", _tables, "LaTeX tables (<stem>.tex)"),
+        ("plots", _plots, "figures (<stem>.pdf and .png)"),
     ):
         parser = sub.add_parser(name, parents=[_plugins_parser()], help=f"write an experiment's {what}")
         parser.add_argument("experiment", metavar="EXPERIMENT",
-                            help="depth, gradients, alpha, transformer, lipschitz or classic")
+                            help=", ".join(experiments.names()) + " (or a plugin's; lipnorm.experiments)")
         parser.add_argument("--aggregate-dir", required=True, help="output of `lipnorm aggregate`")
         parser.add_argument("--out-dir", required=True)
         parser.set_defaults(handler=handler)

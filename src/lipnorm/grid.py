@@ -14,7 +14,7 @@ import shlex
 from decimal import Decimal
 from typing import Iterable, Mapping
 
-from lipnorm import registry
+from lipnorm import experiments, registry
 
 # Grid axes, in path order: the config key of each and the path segment prefix.
 AXES = (
@@ -90,20 +90,21 @@ def run_subdirs(grid: Mapping[str, Iterable]) -> list[str]:
     return ["/".join(parts) for parts in itertools.product(*axes)]
 
 
-def run_groups(experiments: Mapping[str, Mapping]) -> dict[str, Mapping]:
+def run_groups(configured: Mapping[str, Mapping]) -> dict[str, Mapping]:
     """Every group of runs that shares one `grid` and one `train` block, by its folder.
 
     A grid experiment is one group, named after it (`depth`); an experiment with `arms`
     has one group per arm, named `<experiment>/<arm>` (`diagnose/no-dropout`). A group's
     runs live in `<results>/<group>/runs/`; the experiment's aggregate gathers all its
-    groups. The probe experiment `lipschitz` has no runs.
+    groups. An experiment registered without training runs (`lipschitz`, the probe) has
+    no group.
 
-    >>> sorted(run_groups({"depth": {"grid": 1, "train": 2}, "x": {"arms": {"a": {"grid": 3}}}}))
-    ['depth', 'x/a']
+    >>> sorted(run_groups({"depth": {"grid": 1, "train": 2}, "diagnose": {"arms": {"a": {"grid": 3}}}}))
+    ['depth', 'diagnose/a']
     """
     groups: dict[str, Mapping] = {}
-    for name, spec in experiments.items():
-        if name == "lipschitz":
+    for name, spec in configured.items():
+        if not experiments.experiment(name).trains:
             continue
         if "arms" in spec:
             groups.update({f"{name}/{arm}": block for arm, block in spec["arms"].items()})
@@ -137,7 +138,8 @@ SCHEMA_ENUMS = {
 
 def schema_with_registry(schema: Mapping) -> dict:
     """A copy of the workflow schema whose name enums (`SCHEMA_ENUMS`) are what
-    `lipnorm.registry` holds now (a plugin's names included)."""
+    `lipnorm.registry` holds now, and whose experiments are those `lipnorm.experiments`
+    holds, each with its registered config (a plugin's names and experiments included)."""
     import copy
 
     derived = copy.deepcopy(dict(schema))
@@ -146,6 +148,9 @@ def schema_with_registry(schema: Mapping) -> dict:
         for key in path:
             node = node[key]
         node["enum"] = list(registry.names(kind))
+    derived["properties"]["experiments"]["properties"] = {
+        name: copy.deepcopy(dict(experiments.experiment(name).config)) for name in experiments.names()
+    }
     return derived
 
 

@@ -33,18 +33,16 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from lipnorm.aggregate import (  # noqa: E402
-    EXPERIMENTS,
     label,
     load_table,
     ordered,
     runs_of_valid_cells,
     seed_cells,
 )
-from lipnorm import registry, remedies  # noqa: E402
+from lipnorm import experiments, registry, remedies  # noqa: E402
 from lipnorm.analysis import (  # noqa: E402
     DEFAULT_RECIPE,
     DRAWN_AS_COMPLEMENT,
-    FIGURES,
     LAYER_METRICS,
     NORM_FLOOR,
     diagnose_grid,
@@ -60,6 +58,8 @@ from lipnorm.io import atomic_path  # noqa: E402
 def __getattr__(name: str):
     if name == "PALETTE":
         return registry.palette("model")
+    if name == "FIGURES":  # experiment -> its figure stems, as registered (lipnorm.experiments)
+        return experiments.figures()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -739,23 +739,6 @@ def remedies_mad(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
     return fig
 
 
-def _builders(load: Callable[[str], pd.DataFrame]) -> dict[str, Callable[[], Figure]]:
-    return {
-        "depth_accuracy": lambda: accuracy_vs_depth(load("runs")),
-        "transformer_accuracy": lambda: accuracy_vs_depth(load("runs")),
-        "gradient_heatmaps": lambda: gradient_heatmaps(load("runs"), load("gradnorms")),
-        "gradient_ratio": lambda: gradient_ratio(load("runs"), load("gradnorms")),
-        "training_curves": lambda: training_curves(load("runs"), load("epochs")),
-        "alpha_accuracy": lambda: accuracy_vs_alpha(load("runs")),
-        "lipschitz_probe": lambda: lipschitz_probe(load("probe")),
-        "layerstats_by_layer": lambda: layerstats_by_layer(load("runs"), load("layerstats")),
-        "layerstats_by_epoch": lambda: layerstats_by_epoch(load("runs"), load("layerstats")),
-        "alpha_layerstats": lambda: alpha_layerstats(load("runs"), load("layerstats")),
-        "remedies_accuracy": lambda: remedies_accuracy(load("runs")),
-        "remedies_mad": lambda: remedies_mad(load("runs"), load("layerstats")),
-    }
-
-
 def save_figure(fig: Figure, stem: str | os.PathLike) -> list[Path]:
     """Write `<stem>.pdf` and `<stem>.png` atomically, then close the figure."""
     written = []
@@ -773,11 +756,11 @@ def save_figure(fig: Figure, stem: str | os.PathLike) -> list[Path]:
 def write_figures(
     experiment: str, aggregate_dir: str | os.PathLike, out_dir: str | os.PathLike
 ) -> list[Path]:
-    """Write the PDF and PNG of each stem in FIGURES[experiment]."""
-    if experiment not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}")
-    builders = _builders(functools.cache(functools.partial(load_table, aggregate_dir)))
+    """Write the PDF and PNG of each figure the experiment registers
+    (`lipnorm.experiments`), drawn from the aggregate tables it names."""
+    entry = experiments.experiment(experiment)
+    load = functools.cache(functools.partial(load_table, aggregate_dir))
     written = []
-    for stem in FIGURES[experiment]:
-        written += save_figure(builders[stem](), Path(out_dir) / stem)
+    for output in entry.figures:
+        written += save_figure(experiments.build(output, load), Path(out_dir) / output.stem)
     return written

@@ -2,38 +2,42 @@
 aggregates from which its tables and `summary.md` are regenerated: a test renders them
 again from the committed files, so published numbers cannot drift from the code.
 
-`publish(results_root, out_dir)` writes, for each experiment folder under the root
-(names in EXPERIMENTS; other folders such as `bench/` are not experiments),
-`out_dir/<experiment>/` with:
+What is published of an experiment, and how its section of `summary.md` reads, is
+declared by the experiment (`lipnorm.experiments`). `publish(results_root, out_dir)`
+writes, for each experiment folder under the root (registered names; other folders such
+as `bench/` are not experiments), `out_dir/<experiment>/` with:
 
-- the experiment's tables (`<stem>.tex`, TABLES) and figures (`<stem>.pdf|png`,
-  FIGURES), copied;
-- `runs.csv`: one row per run, the columns RUN_COLUMNS (the settings that identify a
-  cell, the seed, status, metric name and test metric), sorted by RUN_KEYS;
-- gradients: `gradient_ratios.csv`, RUN_KEYS and `grad_ratio` (per run, the median
-  over logged epochs of max/min attention-layer gradient norm, `analysis.gradient_ratios`);
-- lipschitz: `probe.csv` (`model, s, kind, estimate`, from `lipnorm probe`);
-- diagnose: `runs.csv` with the columns DIAGNOSE_RUN_COLUMNS instead (the settings
-  that tell the grid, the α study and the authors' recipe apart, and the accuracies
-  the diagnose table reads: `best_val_test`, `final_train`), sorted by
-  DIAGNOSE_RUN_KEYS, and two restrictions of the aggregate tables the diagnose table
-  is built from (`tables.BUILDER_INPUTS`), each row keyed by DIAGNOSE_RUN_KEYS:
-  `layerstats.csv` (`epoch, layer, metric, value`: the five `analysis.LAYER_METRICS` of
-  each run's last attention layer, layer = depth, at its last logged epoch, i.e. one
-  row per run and metric) and `gradnorms.csv` (`epoch, layer, kind, group,
-  grad_norm`: each attention layer's gradient norm, group `all`, at the first logged
-  epoch whose max/min ratio is defined, i.e. `depth` rows per run). They are exactly
-  the rows of `layerstats` and `gradnorms` the table reads, so `diagnose_table`
-  itself renders again from them (`read_stored`); for ~70 runs of depth <= 30 they
-  take ~30 kB and ~95 kB;
-- remedies: `runs.csv` with the columns REMEDIES_RUN_COLUMNS instead (the model axes,
-  the settings a remedy is read from, `remedies.remedy_of`, filled with their off value
-  where a run predates them; heads, hidden, epochs; and the two accuracies the remedies
-  tables read, `best_val_val` and `best_val_test`), sorted by REMEDIES_RUN_KEYS;
+- the experiment's tables (`<stem>.tex`) and figures (`<stem>.pdf|png`), copied;
+- `runs.csv` (an experiment with training runs): one row per run, the experiment's
+  `run_columns` (by default `experiments.RUN_COLUMNS`: the settings that identify a
+  cell, the seed, status, metric name and test metric), sorted by its `run_keys`;
+- the files its `store` writes:
+  - gradients: `gradient_ratios.csv`, RUN_KEYS and `grad_ratio` (per run, the median
+    over logged epochs of max/min attention-layer gradient norm,
+    `analysis.gradient_ratios`; `store_gradient_ratios`);
+  - lipschitz (no runs): `probe.csv` (`model, s, kind, estimate`, from `lipnorm probe`;
+    `store_probe`);
+  - diagnose (`runs.csv` with the settings that tell the grid, the α study and the
+    authors' recipe apart, and the accuracies the diagnose table reads: `best_val_test`,
+    `final_train`): two restrictions of the aggregate tables the diagnose table is built
+    from, each row keyed by the diagnose `run_keys` (`store_diagnose`):
+    `layerstats.csv` (`epoch, layer, metric, value`: the five `analysis.LAYER_METRICS`
+    of each run's last attention layer, layer = depth, at its last logged epoch, i.e.
+    one row per run and metric) and `gradnorms.csv` (`epoch, layer, kind, group,
+    grad_norm`: each attention layer's gradient norm, group `all`, at the first logged
+    epoch whose max/min ratio is defined, i.e. `depth` rows per run). They are exactly
+    the rows of `layerstats` and `gradnorms` the table reads, so `diagnose_table`
+    itself renders again from them (`read_stored`); for ~70 runs of depth <= 30 they
+    take ~30 kB and ~95 kB;
+- remedies: `runs.csv` holds the model axes, the settings a remedy is read from
+  (`remedies.remedy_of`, filled with their off value where a run predates them:
+  `remedies.with_remedy_settings`, its `prepare_runs`); heads, hidden, epochs; and the
+  two accuracies the remedies tables read, `best_val_val` and `best_val_test`;
 
 and `out_dir/summary.md`, the numbers of every experiment, rendered from those files
-only. Before anything is written, every copied table must equal the table rendered
-from the small aggregates: a table older than its aggregate is refused.
+only (each experiment's `section`). Before anything is written, every copied table must
+equal the table rendered from the small aggregates: a table older than its aggregate is
+refused.
 """
 
 from __future__ import annotations
@@ -41,14 +45,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from lipnorm import registry, remedies
+from lipnorm import experiments, registry, remedies
 from lipnorm.aggregate import (
-    EXPERIMENTS,
     label,
     load_table,
     ordered,
@@ -57,21 +59,20 @@ from lipnorm.aggregate import (
 from lipnorm.analysis import (
     DEFAULT_RECIPE,
     DRAWN_AS_COMPLEMENT,
-    FIGURES,
     LAYER_METRICS,
     gradient_ratios,
     gradient_ratios_by_epoch,
     recipe_label,
-    recipes,
 )
+from lipnorm.experiments import diagnose
+from lipnorm.experiments.gradients import RATIOS_FILE
+from lipnorm.experiments.lipschitz import PROBE_COLUMNS, PROBE_FILE
+from lipnorm.experiments.registry import RUN_KEYS, Experiment, Output
 from lipnorm.io import atomic_dir
 from lipnorm.tables import (
-    BUILDER_INPUTS,
-    BUILDERS,
     DIAGNOSE_STATS,
     EMPTY,
     MARKDOWN_EMPTY,
-    TABLES,
     best_depths,
     cell_texts,
     classic_table,
@@ -86,72 +87,31 @@ from lipnorm.tables import (
     render,
 )
 
-CELL_SETTINGS = ("dataset", "missing_rate", "model", "depth", "alpha")
-RUN_KEYS = (*CELL_SETTINGS, "seed")
-RUN_COLUMNS = (*RUN_KEYS, "status", "metric", "test_metric")
-PROBE_COLUMNS = ("model", "s", "kind", "estimate")
-# diagnose: the settings the diagnose table groups by (grid: depth, model, feat_drop;
-# extra rows also recipe, alpha, heads, hidden, epochs), besides CELL_SETTINGS.
-DIAGNOSE_CELL_SETTINGS = (*CELL_SETTINGS, "feat_drop", "recipe", "heads", "hidden", "epochs")
-DIAGNOSE_RUN_KEYS = (*DIAGNOSE_CELL_SETTINGS, "seed")
-DIAGNOSE_RUN_COLUMNS = (*DIAGNOSE_RUN_KEYS, "status", "metric", "test_metric",
-                        "best_val_test", "final_train")
-# remedies: the model axes and remedy settings (`remedies.remedy_of`) and the protocol's
-# width and epochs, besides CELL_SETTINGS; the accuracies the remedies tables read.
-REMEDIES_CELL_SETTINGS = (*CELL_SETTINGS, "architecture", "attention_norm", "norm", "residual",
-                          "initial_residual", "dropedge", "heads", "hidden", "epochs")
-REMEDIES_RUN_KEYS = (*REMEDIES_CELL_SETTINGS, "seed")
-REMEDIES_RUN_COLUMNS = (*REMEDIES_RUN_KEYS, "status", "metric", "test_metric", "best_val_val",
-                        "best_val_test")
-LAYERSTATS_COLUMNS = (*DIAGNOSE_RUN_KEYS, "epoch", "layer", "metric", "value")
-GRADNORMS_COLUMNS = (*DIAGNOSE_RUN_KEYS, "epoch", "layer", "kind", "group", "grad_norm")
 SUMMARY = "summary.md"
 RUNS_FILE = "runs.csv"
-RATIOS_FILE = "gradient_ratios.csv"
-PROBE_FILE = "probe.csv"
-LAYERSTATS_FILE = "layerstats.csv"
-GRADNORMS_FILE = "gradnorms.csv"
-# diagnose: aggregate table -> (stored file, its columns), besides runs.
-DIAGNOSE_FILES = {
-    "layerstats": (LAYERSTATS_FILE, LAYERSTATS_COLUMNS),
-    "gradnorms": (GRADNORMS_FILE, GRADNORMS_COLUMNS),
-}
 
 
-# Experiment -> (the columns that identify a run, every column) of its stored `runs.csv`,
-# where they are not RUN_KEYS and RUN_COLUMNS.
-STORED_RUNS = {
-    "diagnose": (DIAGNOSE_RUN_KEYS, DIAGNOSE_RUN_COLUMNS),
-    "remedies": (REMEDIES_RUN_KEYS, REMEDIES_RUN_COLUMNS),
-}
-
-
-def run_keys(experiment: str) -> tuple[str, ...]:
-    """The columns that identify a run in the experiment's stored `runs.csv`."""
-    return STORED_RUNS.get(experiment, (RUN_KEYS,))[0]
-
-
-def run_columns(experiment: str) -> tuple[str, ...]:
-    """The columns of the experiment's stored `runs.csv`."""
-    return STORED_RUNS.get(experiment, (None, RUN_COLUMNS))[1]
+def _published(root: Path) -> list[Experiment]:
+    """The registered experiments with a folder under `root`, in the registry's order."""
+    return [experiments.experiment(name) for name in experiments.names() if (root / name).is_dir()]
 
 
 def publish(results_root: str | os.PathLike, out_dir: str | os.PathLike) -> list[Path]:
     """Write `out_dir` (replacing it, atomically) from the results tree; returns its files."""
     root, out = Path(results_root), Path(out_dir)
+    known = ", ".join(experiments.names())
     if not root.is_dir():
         raise ValueError(f"results root {root} is not a folder; give the folder holding "
-                         f"the experiment folders ({', '.join(EXPERIMENTS)})")
-    experiments = [e for e in EXPERIMENTS if (root / e).is_dir()]
-    if not experiments:
-        raise ValueError(f"results root {root} holds no experiment folder; expected one of "
-                         f"{', '.join(EXPERIMENTS)}")
+                         f"the experiment folders ({known})")
+    found = _published(root)
+    if not found:
+        raise ValueError(f"results root {root} holds no experiment folder; expected one of {known}")
     if out.resolve() == root.resolve() or out.resolve() in root.resolve().parents:
         raise ValueError(f"--out {out} holds the results root {root}; replacing it would "
                          "delete the results: publish into another folder")
     with atomic_dir(out) as tmp:
-        for experiment in experiments:
-            _publish_experiment(experiment, root / experiment, tmp / experiment)
+        for entry in found:
+            _publish_experiment(entry, root / entry.name, tmp / entry.name)
         texts = regenerate(tmp)
         (tmp / SUMMARY).write_text(texts[SUMMARY])
         stale = [name for name, text in texts.items() if (tmp / name).read_text() != text]
@@ -164,50 +124,61 @@ def publish(results_root: str | os.PathLike, out_dir: str | os.PathLike) -> list
     return [out / name for name in files]
 
 
-def _publish_experiment(experiment: str, source: Path, target: Path) -> None:
+def _publish_experiment(entry: Experiment, source: Path, target: Path) -> None:
     target.mkdir()
     aggregate_dir = source / "aggregate"
-    wanted = [Path("tables") / f"{stem}.tex" for stem in TABLES[experiment]] + [
-        Path("figures") / f"{stem}.{fmt}" for stem in FIGURES[experiment] for fmt in ("pdf", "png")
+    wanted = [Path("tables") / f"{stem}.tex" for stem in entry.table_stems] + [
+        Path("figures") / f"{stem}.{fmt}" for stem in entry.figure_stems for fmt in ("pdf", "png")
     ]
     missing = [str(source / name) for name in wanted if not (source / name).is_file()]
     if missing:
-        raise ValueError(f"{experiment}: missing {', '.join(missing)}; finish the workflow first")
+        raise ValueError(f"{entry.name}: missing {', '.join(missing)}; finish the workflow first")
     for name in wanted:
         shutil.copyfile(source / name, target / name.name)
-    if experiment == "lipschitz":
-        probe = load_table(aggregate_dir, "probe")[list(PROBE_COLUMNS)]
-        _write_csv(probe.sort_values(["model", "kind", "s"]), target / PROBE_FILE)
-        return
-    runs = load_table(aggregate_dir, "runs")
-    keys, columns = list(run_keys(experiment)), list(run_columns(experiment))
-    if experiment == "diagnose":
-        runs = runs.assign(recipe=recipes(runs))  # as the diagnose table reads it
-    if experiment == "remedies":
-        runs = remedies.with_remedy_settings(runs)  # runs predating a remedy: it is off
-    absent = [c for c in columns if c not in runs.columns]
-    if absent:
-        raise ValueError(f"{aggregate_dir / 'runs.parquet'} has no column {', '.join(absent)}; "
-                         f"publishing {experiment} needs {', '.join(columns)}")
-    # Each cell's seeds must be runs of one setting, or dropping the other settings
-    # would merge settings; seed_cells raises naming the runs and the settings that differ.
-    seed_cells(runs, keys[:-1])
-    _write_csv(runs[columns].sort_values(keys), target / RUNS_FILE)
-    if experiment == "gradients":
-        ratios = gradient_ratios(load_table(aggregate_dir, "gradnorms"))
-        per_run = runs[list(RUN_KEYS)].assign(grad_ratio=runs["run_dir"].map(ratios).to_numpy())
-        _write_csv(per_run.sort_values(list(RUN_KEYS)), target / RATIOS_FILE)
-    if experiment == "diagnose":
-        reduced = {
-            "layerstats": last_layer_stats(runs, load_table(aggregate_dir, "layerstats")),
-            "gradnorms": first_epoch_gradnorms(load_table(aggregate_dir, "gradnorms")),
-        }
-        for name, rows in reduced.items():
-            file, stored = DIAGNOSE_FILES[name]
-            rows = rows.merge(runs[["run_dir", *keys]], on="run_dir", how="inner",
-                              validate="many_to_one")
-            order = [*keys, "layer", "metric"] if name == "layerstats" else [*keys, "layer"]
-            _write_csv(rows[list(stored)].sort_values(order), target / file)
+    runs = None
+    if entry.trains:
+        runs = load_table(aggregate_dir, "runs")
+        if entry.prepare_runs is not None:
+            runs = registry.resolve(entry.prepare_runs)(runs)
+        keys, columns = list(entry.run_keys), list(entry.run_columns)
+        absent = [c for c in columns if c not in runs.columns]
+        if absent:
+            raise ValueError(f"{aggregate_dir / 'runs.parquet'} has no column {', '.join(absent)}; "
+                             f"publishing {entry.name} needs {', '.join(columns)}")
+        # Each cell's seeds must be runs of one setting, or dropping the other settings
+        # would merge settings; seed_cells raises naming the runs and the settings that differ.
+        seed_cells(runs, keys[:-1])
+        _write_csv(runs[columns].sort_values(keys), target / RUNS_FILE)
+    if entry.store is not None:
+        registry.resolve(entry.store)(aggregate_dir, runs, target)
+
+
+def store_gradient_ratios(aggregate_dir: Path, runs: pd.DataFrame, target: Path) -> None:
+    """gradients: `gradient_ratios.csv`, RUN_KEYS and each run's `grad_ratio`."""
+    ratios = gradient_ratios(load_table(aggregate_dir, "gradnorms"))
+    per_run = runs[list(RUN_KEYS)].assign(grad_ratio=runs["run_dir"].map(ratios).to_numpy())
+    _write_csv(per_run.sort_values(list(RUN_KEYS)), target / RATIOS_FILE)
+
+
+def store_probe(aggregate_dir: Path, runs: None, target: Path) -> None:
+    """lipschitz: `probe.csv`, `lipnorm probe`'s table."""
+    probe = load_table(aggregate_dir, "probe")[list(PROBE_COLUMNS)]
+    _write_csv(probe.sort_values(["model", "kind", "s"]), target / PROBE_FILE)
+
+
+def store_diagnose(aggregate_dir: Path, runs: pd.DataFrame, target: Path) -> None:
+    """diagnose: the rows of `layerstats` and `gradnorms` the diagnose table reads
+    (`last_layer_stats`, `first_epoch_gradnorms`), keyed by its run keys."""
+    keys = list(diagnose.RUN_KEYS)
+    reduced = {
+        "layerstats": last_layer_stats(runs, load_table(aggregate_dir, "layerstats")),
+        "gradnorms": first_epoch_gradnorms(load_table(aggregate_dir, "gradnorms")),
+    }
+    for name, rows in reduced.items():
+        file, stored = diagnose.STORED_TABLES[name]
+        rows = rows.merge(runs[["run_dir", *keys]], on="run_dir", how="inner", validate="many_to_one")
+        order = [*keys, "layer", "metric"] if name == "layerstats" else [*keys, "layer"]
+        _write_csv(rows[list(stored)].sort_values(order), target / file)
 
 
 def last_layer_stats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> pd.DataFrame:
@@ -256,19 +227,19 @@ def read_runs(folder: str | os.PathLike, experiment: str | None = None) -> pd.Da
     (`experiment` defaults to the folder's name). Its `run_dir` names the run's line of
     `runs.csv` (`<experiment>/runs.csv:<line>`), the key the stored aggregates join on."""
     folder = Path(folder)
-    experiment = experiment or folder.name
-    runs = _read_csv(folder / RUNS_FILE, run_columns(experiment))
-    runs["run_dir"] = [f"{experiment}/{RUNS_FILE}:{line}" for line in range(2, len(runs) + 2)]
-    runs.attrs["settings"] = list(run_keys(experiment))
+    entry = experiments.experiment(experiment or folder.name)
+    runs = _read_csv(folder / RUNS_FILE, entry.run_columns)
+    runs["run_dir"] = [f"{entry.name}/{RUNS_FILE}:{line}" for line in range(2, len(runs) + 2)]
+    runs.attrs["settings"] = list(entry.run_keys)
     return runs
 
 
-def _diagnose_tables(folder: Path, runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The stored `layerstats.csv` and `gradnorms.csv` as the aggregate tables of the same
-    names: their rows, with the `run_dir` of their run in `runs` (`read_runs`)."""
-    keys = list(DIAGNOSE_RUN_KEYS)
+def load_diagnose(folder: Path, runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """diagnose: the stored `layerstats.csv` and `gradnorms.csv` as the aggregate tables
+    of the same names: their rows, with the `run_dir` of their run in `runs` (`read_runs`)."""
+    keys = list(diagnose.RUN_KEYS)
     tables = {}
-    for name, (file, columns) in DIAGNOSE_FILES.items():
+    for name, (file, columns) in diagnose.STORED_TABLES.items():
         stored = _read_csv(folder / file, columns)
         joined = stored.merge(runs[[*keys, "run_dir"]], on=keys, how="left",
                               validate="many_to_one")
@@ -282,38 +253,41 @@ def _diagnose_tables(folder: Path, runs: pd.DataFrame) -> dict[str, pd.DataFrame
 
 
 def read_stored(folder: str | os.PathLike, experiment: str | None = None) -> dict[str, pd.DataFrame]:
-    """A published experiment's small aggregates as the aggregate tables the table
-    builders take (`tables.BUILDER_INPUTS`): `runs`, and for diagnose the restrictions
-    `layerstats` and `gradnorms` (the rows the diagnose table reads)."""
+    """A published experiment's small aggregates as the aggregate tables its builders
+    take: `runs`, and those its `load_stored` reads (diagnose: the restrictions
+    `layerstats` and `gradnorms`, the rows the diagnose table reads)."""
     folder = Path(folder)
-    experiment = experiment or folder.name
-    runs = read_runs(folder, experiment)
+    entry = experiments.experiment(experiment or folder.name)
+    runs = read_runs(folder, entry.name)
     tables = {"runs": runs}
-    if experiment == "diagnose":
-        tables.update(_diagnose_tables(folder, runs))
+    if entry.load_stored is not None:
+        tables.update(registry.resolve(entry.load_stored)(folder, runs))
     return tables
 
 
-def _render_table(stem: str, stored: dict[str, pd.DataFrame] | None) -> str:
-    names = BUILDER_INPUTS.get(stem, ("runs",))
-    absent = [name for name in names if stored is None or name not in stored]
+def _render_table(output: Output, stored: dict[str, pd.DataFrame] | None) -> str:
+    absent = [name for name in output.inputs if stored is None or name not in stored]
     if absent:
-        raise ValueError(f"table {stem} is built from {', '.join(names)}, but "
+        raise ValueError(f"table {output.stem} is built from {', '.join(output.inputs)}, but "
                          f"`lipnorm publish` stores no {', '.join(absent)} for it")
-    return render(*BUILDERS[stem](*(stored[name] for name in names)))
+    return render(*experiments.build(output, stored.get))
 
 
 def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
     """Every table (`<experiment>/<stem>.tex`) and `summary.md` of a published folder,
     rendered in memory from its small aggregates; keys are paths relative to `out_dir`."""
     out = Path(out_dir)
-    experiments = [e for e in EXPERIMENTS if (out / e).is_dir()]
-    if not experiments:
-        raise ValueError(f"{out} holds no published experiment folder ({', '.join(EXPERIMENTS)})")
+    found = _published(out)
+    if not found:
+        raise ValueError(f"{out} holds no published experiment folder ({', '.join(experiments.names())})")
     texts: dict[str, str] = {}
-    stored_files = [f"<experiment>/{RUNS_FILE}", f"gradients/{RATIOS_FILE}", f"lipschitz/{PROBE_FILE}"]
-    if "diagnose" in experiments:
-        stored_files += [f"diagnose/{file}" for file, _ in DIAGNOSE_FILES.values()]
+    present = {entry.name for entry in found}
+    stored_files = [f"<experiment>/{RUNS_FILE}"] + [
+        f"{name}/{file}" for name in experiments.names()
+        for entry in [experiments.experiment(name)]
+        if entry.named_in_every_summary or name in present
+        for file in entry.stored_files
+    ]
     summary = [
         "# Published results",
         "",
@@ -324,26 +298,26 @@ def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
         "sample std over n seeds; `diverged (k/n)` when k of the n seeds diverged (no mean: "
         "the survivors alone would flatter the setting).",
     ]
-    for experiment in experiments:
-        folder = out / experiment
-        stored = None if experiment == "lipschitz" else read_stored(folder, experiment)
+    for entry in found:
+        folder = out / entry.name
+        stored = read_stored(folder, entry.name) if entry.trains else None
         runs = None if stored is None else stored["runs"]
-        for stem in TABLES[experiment]:
-            texts[f"{experiment}/{stem}.tex"] = _render_table(stem, stored)
-        title, section = SECTIONS[experiment]
-        summary += ["", f"## {experiment}: {title}", "", *section(folder, runs), *_media(experiment)]
+        for output in entry.tables:
+            texts[f"{entry.name}/{output.stem}.tex"] = _render_table(output, stored)
+        section = registry.resolve(entry.section)
+        summary += ["", f"## {entry.name}: {entry.title}", "", *section(folder, runs), *_media(entry)]
     texts[SUMMARY] = "\n".join(summary) + "\n"
     return texts
 
 
-def _media(experiment: str) -> list[str]:
+def _media(entry: Experiment) -> list[str]:
     """Links to the tables and the figures (as images) of the experiment."""
     lines = []
-    if TABLES[experiment]:
-        links = ", ".join(f"[`{s}.tex`]({experiment}/{s}.tex)" for s in TABLES[experiment])
+    if entry.tables:
+        links = ", ".join(f"[`{s}.tex`]({entry.name}/{s}.tex)" for s in entry.table_stems)
         lines += ["", f"LaTeX: {links}."]
-    for stem in FIGURES[experiment]:
-        lines += ["", f"![{stem}]({experiment}/{stem}.png)"]
+    for stem in entry.figure_stems:
+        lines += ["", f"![{stem}]({entry.name}/{stem}.png)"]
     return lines
 
 
@@ -404,7 +378,7 @@ def _accuracy_by_depth(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _depth_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+def depth_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     best = best_depths(runs)
     best["text"] = [
         text if depth == EMPTY else f"{text} at L={depth}"
@@ -422,7 +396,7 @@ def _depth_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     ]
 
 
-def _gradients_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+def gradients_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     ratios = _read_csv(folder / RATIOS_FILE, (*RUN_KEYS, "grad_ratio"))
     runs = runs.merge(ratios, on=list(RUN_KEYS), how="left", validate="one_to_one")
     cells = seed_cells(runs, ["dataset", "model", "depth"])
@@ -446,7 +420,7 @@ def _gradients_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _alpha_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+def alpha_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     cells = seed_cells(runs, ["dataset", "model", "depth", "alpha"])
     lines = [f"Test {_metric(runs)} (%) per LipschitzNorm scale α. {_counts(runs)} "
              "Rank 1 = best mean; diverged settings are not ranked."]
@@ -471,11 +445,11 @@ def _alpha_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _transformer_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+def transformer_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     return _accuracy_by_depth(runs)
 
 
-def _lipschitz_section(folder: Path, runs: None) -> list[str]:
+def lipschitz_section(folder: Path, runs: None) -> list[str]:
     probe = _read_csv(folder / PROBE_FILE, PROBE_COLUMNS)
     lines = ["Empirical Lipschitz constant (Jacobian spectral norm) of one attention layer "
              "at inputs scaled by s; with LipschitzNorm it should not grow with s."]
@@ -490,7 +464,7 @@ def _lipschitz_section(folder: Path, runs: None) -> list[str]:
     return lines
 
 
-def _classic_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+def classic_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     return [
         f"Classic two-layer GAT, test {_metric(runs)} (%). {_counts(runs)} Published: "
         "Veličković et al. (2018), Table 2.",
@@ -508,9 +482,9 @@ def _diagnose_row_label(row) -> str:
     return label("model", row.model)
 
 
-def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
-    stored = _diagnose_tables(folder, runs)
-    keys = list(DIAGNOSE_CELL_SETTINGS)
+def diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+    stored = load_diagnose(folder, runs)
+    keys = list(diagnose.CELL_SETTINGS)
     metrics = list(LAYER_METRICS)
     per_run = (stored["layerstats"].pivot(index="run_dir", columns="metric", values="value")
                .reindex(index=runs["run_dir"], columns=metrics))
@@ -531,15 +505,16 @@ def _diagnose_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     cells["row"] = [_diagnose_row_label(row) for row in cells.itertuples(index=False)]
 
     metric = _metric(runs)
+    stats_file, norms_file = (diagnose.STORED_TABLES[name][0] for name in ("layerstats", "gradnorms"))
     lines = [
         "Why deep models fail. Per depth: the diagnose grid (this pipeline's recipe, α = 1; "
         "one row per model and feature dropout), then the other runs at that depth, labelled: "
         "the α study (`model, α = …`) and the authors' recipe. "
         f"Test {metric} (%) at the best-validation epoch and training {metric} (%) at the "
         "last epoch: mean ± std (n). The last attention layer's statistics at each run's "
-        f"last logged epoch (`diagnose/{LAYERSTATS_FILE}`): mean over seeds. Gradient "
+        f"last logged epoch (`diagnose/{stats_file}`): mean over seeds. Gradient "
         "ratio: max/min over attention layers of the layer's gradient norm at the first "
-        f"logged epoch (`diagnose/{GRADNORMS_FILE}`), geometric mean over seeds. A cell with "
+        f"logged epoch (`diagnose/{norms_file}`), geometric mean over seeds. A cell with "
         f"a diverged seed has no mean ({MARKDOWN_EMPTY}). {_counts(runs)} Bold: the best test "
         f"{metric} of the grid at each depth."
     ]
@@ -571,7 +546,7 @@ def _values(runs: pd.DataFrame, column: str) -> str:
     return ", ".join(number_text(v) for v in sorted(runs[column].unique()))
 
 
-def _remedies_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+def remedies_section(folder: Path, runs: pd.DataFrame) -> list[str]:
     text, bold = remedies_comparison(runs)
     text.columns = [f"{dataset}: {source}" for dataset, source in text.columns]
     selection = remedies_selection(runs)
@@ -628,17 +603,3 @@ def _remedies_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         "",
         *markdown(paired, index=True),
     ]
-
-
-# Each section renders from the experiment's folder and its runs (None for lipschitz).
-SECTIONS: dict[str, tuple[str, Callable[[Path, pd.DataFrame | None], list[str]]]] = {
-    "depth": ("accuracy vs depth", _depth_section),
-    "gradients": ("gradient norm ratio across layers", _gradients_section),
-    "alpha": ("sensitivity to the LipschitzNorm scale α", _alpha_section),
-    "transformer": ("graph transformer with and without LipschitzNorm", _transformer_section),
-    "lipschitz": ("empirical Lipschitz constant", _lipschitz_section),
-    "classic": ("classic GAT next to the published numbers", _classic_section),
-    "diagnose": ("why deep models fail (gradients, oversmoothing, attention saturation)",
-                 _diagnose_section),
-    "remedies": ("LipschitzNorm among the published remedies for deep GNNs", _remedies_section),
-}

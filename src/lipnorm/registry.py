@@ -130,7 +130,9 @@ _MODEL_TABLE: dict[str, tuple[str, str, str]] | None = None
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
-def _check_new(kind: str, name: str, registered: Mapping[str, Any]) -> None:
+def check_new(kind: str, name: str, registered: Mapping[str, Any]) -> None:
+    """ValueError unless `name` is a valid name of a `kind` not in `registered` yet
+    (shared by every registry: this module's, `lipnorm.experiments`)."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise ValueError(
             f"{kind} name {name!r} must be a non-empty lower-case string of letters, digits "
@@ -142,7 +144,8 @@ def _check_new(kind: str, name: str, registered: Mapping[str, Any]) -> None:
         raise ValueError(f"norm name {name!r} is an attention_norm value; choose another name")
 
 
-def _check_factory(kind: str, name: str, what: str, factory: Any) -> None:
+def check_factory(kind: str, name: str, what: str, factory: Any) -> None:
+    """ValueError unless `factory` is a callable or a `"module:attribute"` string (`resolve`)."""
     if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
         raise ValueError(
             f"{kind} {name!r}: {what} must be a callable or a 'module:attribute' string, got {factory!r}"
@@ -218,14 +221,14 @@ def register_architecture(
       published two-layer `gat-classic`). Default False: any network's ``forward(graph,
       feat)`` takes a batch's subgraph as it takes the whole graph.
     """
-    _check_new("architecture", name, ARCHITECTURES)
+    check_new("architecture", name, ARCHITECTURES)
     if isinstance(projections, bool) or not isinstance(projections, int) or projections < 1:
         raise ValueError(f"architecture {name!r}: projections must be a positive integer, got {projections!r}")
     if (layer is None) == (model is None):
         raise ValueError(f"architecture {name!r}: give exactly one of layer= and model=")
-    _check_factory("architecture", name, "layer" if layer is not None else "model", layer or model)
+    check_factory("architecture", name, "layer" if layer is not None else "model", layer or model)
     if seeds_together is not None:
-        _check_factory("architecture", name, "seeds_together", seeds_together)
+        check_factory("architecture", name, "seeds_together", seeds_together)
     if lip and lip_colour is None:
         raise ValueError(f"architecture {name!r}: lip=True needs lip_colour (its LipschitzNorm variant's colour)")
     groups = dict(parameter_groups or {})
@@ -257,8 +260,8 @@ def register_norm(
     LipschitzNorm; `attribute` is the deep model's attribute holding the per-layer
     modules (their state-dict prefix).
     """
-    _check_new("norm", name, NORMS)
-    _check_factory("norm", name, "factory", factory)
+    check_new("norm", name, NORMS)
+    check_factory("norm", name, "factory", factory)
     return _add(NORMS, Norm(name, label, colour, lip_colour, factory, attribute))
 
 
@@ -272,13 +275,13 @@ def register_dataset(
     None is for lipnorm's own datasets (`lipnorm.data.DATASETS`). `sizes` (optional,
     `DatasetSizes`) lets `lipnorm.plan` estimate a run without loading the data; without
     it the plan loads the dataset once to count them."""
-    _check_new("dataset", name, DATASETS)
+    check_new("dataset", name, DATASETS)
     if sizes is not None and not isinstance(sizes, DatasetSizes):
         raise ValueError(f"dataset {name!r}: sizes must be a lipnorm.registry.DatasetSizes, got {sizes!r}")
     if load is None and name not in BUILTIN_DATASETS:
         raise ValueError(f"dataset {name!r}: give load= (a function returning the graph, features, labels and masks)")
     if load is not None:
-        _check_factory("dataset", name, "load", load)
+        check_factory("dataset", name, "load", load)
     return _add(DATASETS, Dataset(name, label, colour, load, sizes))
 
 

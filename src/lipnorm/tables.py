@@ -17,13 +17,13 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lipnorm import remedies
-from lipnorm.aggregate import EXPERIMENTS, label, load_table, ordered, seed_cells
+from lipnorm import experiments, remedies
+from lipnorm.aggregate import label, load_table, ordered, seed_cells
 from lipnorm.analysis import (
     DEFAULT_RECIPE,
     diagnose_grid,
@@ -33,16 +33,12 @@ from lipnorm.analysis import (
 )
 from lipnorm.io import atomic_path
 
-TABLES: dict[str, list[str]] = {
-    "depth": ["depth_accuracy_table", "missing_features_table"],
-    "gradients": [],
-    "alpha": ["alpha_table"],
-    "transformer": ["transformer_table"],
-    "lipschitz": [],
-    "classic": ["classic_table"],
-    "diagnose": ["diagnose_table"],
-    "remedies": ["remedies_table", "remedies_selection_table", "remedies_paired_table", "remedies_best_table"],
-}
+
+def __getattr__(name: str):
+    if name == "TABLES":  # experiment -> its table stems, as registered (lipnorm.experiments)
+        return experiments.tables()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Veličković et al. (2018), Graph Attention Networks, Table 2: mean ± std test
 # accuracy (%) of GAT over 100 runs.
@@ -623,37 +619,17 @@ def remedies_best_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return text, np.zeros(text.shape, dtype=bool)
 
 
-# Stem -> builder of (text, bold); its arguments are the tables BUILDER_INPUTS names.
-BUILDERS: dict[str, Callable[..., tuple[pd.DataFrame, np.ndarray]]] = {
-    "depth_accuracy_table": depth_table,
-    "missing_features_table": missing_features_table,
-    "alpha_table": alpha_table,
-    "transformer_table": depth_table,
-    "classic_table": classic_table,
-    "diagnose_table": diagnose_table,
-    "remedies_table": remedies_table,
-    "remedies_selection_table": remedies_selection_table,
-    "remedies_paired_table": remedies_paired_table,
-    "remedies_best_table": remedies_best_table,
-}
-# The aggregate tables each builder takes, in order (default: the runs table alone).
-BUILDER_INPUTS: dict[str, tuple[str, ...]] = {
-    "diagnose_table": ("runs", "layerstats", "gradnorms"),
-}
-
-
 def write_tables(
     experiment: str, aggregate_dir: str | os.PathLike, out_dir: str | os.PathLike
 ) -> list[Path]:
-    """Write `<out_dir>/<stem>.tex` for each stem in TABLES[experiment]."""
-    if experiment not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}")
+    """Write `<out_dir>/<stem>.tex` for each table the experiment registers
+    (`lipnorm.experiments`), built from the aggregate tables it names."""
+    entry = experiments.experiment(experiment)
     load = functools.cache(functools.partial(load_table, aggregate_dir))
     written = []
-    for stem in TABLES[experiment]:
-        text, bold = BUILDERS[stem](*(load(name) for name in BUILDER_INPUTS.get(stem, ("runs",))))
-        path = Path(out_dir) / f"{stem}.tex"
+    for output in entry.tables:
+        path = Path(out_dir) / f"{output.stem}.tex"
         with atomic_path(path) as tmp:
-            tmp.write_text(render(text, bold))
+            tmp.write_text(render(*experiments.build(output, load)))
         written.append(path)
     return written

@@ -54,11 +54,12 @@ rule probe:
         "lipnorm probe --out-dir {params.out_dir} --seed {params.seed} --scales {params.scales} > {log} 2>&1"
 
 
-# One rule per experiment: each writes its own list of files (lipnorm.tables.TABLES,
-# lipnorm.analysis.FIGURES), each shown in the report with its caption. Tables and
-# figures are cheap: they run beside Snakemake (localrule), not as cluster jobs.
+# One rule per experiment: each writes the files its registered entry lists (its tables'
+# and figures' stems, lipnorm.experiments), each shown in the report with its caption.
+# Tables and figures are cheap: they run beside Snakemake (localrule), not as cluster jobs.
 for experiment in EXPERIMENTS:
-    if TABLES[experiment]:
+    entry = experiments.experiment(experiment)
+    if entry.tables:
 
         rule:
             name:
@@ -73,7 +74,7 @@ for experiment in EXPERIMENTS:
                         category=experiment,
                         labels={"experiment": experiment, "table": stem},
                     )
-                    for stem, path in zip(TABLES[experiment], table_files(experiment))
+                    for stem, path in zip(entry.table_stems, table_files(experiment))
                 ],
             log:
                 f"{RESULTS}/{experiment}/logs/tables.log",
@@ -86,7 +87,7 @@ for experiment in EXPERIMENTS:
             shell:
                 "lipnorm tables {params.experiment} {params.plugins} --aggregate-dir {params.aggregate_dir} --out-dir {params.out_dir} > {log} 2>&1"
 
-    if FIGURES[experiment]:
+    if entry.figures:
 
         rule:
             name:
@@ -103,7 +104,7 @@ for experiment in EXPERIMENTS:
                         labels={"experiment": experiment, "figure": stem},
                     )
                     for stem, path in zip(
-                        FIGURES[experiment], figure_files(experiment, "png")
+                        entry.figure_stems, figure_files(experiment, "png")
                     )
                 ],
             log:

@@ -7,20 +7,18 @@ import sys
 
 from snakemake.utils import validate
 
-from lipnorm import grid, numbers, plan, registry
+from lipnorm import experiments, grid, numbers, plan, registry
 from lipnorm.train import seed_group
 from lipnorm.aggregate import AGGREGATE_TABLES
-from lipnorm.analysis import FIGURES
-from lipnorm.tables import TABLES
 
 # `make run` calls .venv/bin/snakemake without activating the venv: the `lipnorm`
 # entry point sits beside the interpreter running Snakemake, so jobs find it first.
 shell.prefix(f'export PATH={shlex.quote(os.path.dirname(sys.executable))}:"$PATH"; ')
 
 
-# The config's plugins register their names first; the schema's name enums are then
-# what the registry holds (lipnorm.grid.schema_with_registry: the file lists lipnorm's
-# own, the validated copy a plugin's too). Numbers as people write them (`lr: 5e-4`,
+# The config's plugins register their names first; the schema's name enums and
+# experiments are then what the registries hold (lipnorm.grid.schema_with_registry: the
+# file lists lipnorm's own, the validated copy a plugin's too). Numbers as people write them (`lr: 5e-4`,
 # which YAML 1.1 reads as a string) become numbers wherever the schema expects one;
 # then the schema checks everything.
 PLUGINS = config.get("plugins") or []
@@ -46,9 +44,10 @@ PLUGIN_ARGS = grid.plugin_args(PLUGINS)
 RESULTS = config["results"]
 RESOURCES = config["resources"]
 EXPERIMENTS = config["experiments"]
-# Experiments that train one run per grid point (`lipschitz` only probes), and their
-# groups of runs (one per experiment, or one per arm: `diagnose/no-dropout`).
-GRID_EXPERIMENTS = [name for name in EXPERIMENTS if name != "lipschitz"]
+# Experiments that train one run per grid point (`lipschitz` only probes: registered
+# without training runs, lipnorm.experiments), and their groups of runs (one per
+# experiment, or one per arm: `diagnose/no-dropout`).
+GRID_EXPERIMENTS = [name for name in EXPERIMENTS if experiments.experiment(name).trains]
 RUN_GROUPS = grid.run_groups(EXPERIMENTS)
 
 DATASET_ROOT = f"{RESOURCES}/datasets"
@@ -231,18 +230,24 @@ def write_run_list(path, dirs, log):
 
 
 def aggregate_files(experiment):
+    """`lipnorm aggregate`'s tables, or those of an experiment without training runs."""
+    entry = experiments.experiment(experiment)
     folder = f"{RESULTS}/{experiment}/aggregate"
-    stems = ("probe",) if experiment == "lipschitz" else AGGREGATE_TABLES
+    stems = AGGREGATE_TABLES if entry.trains else entry.aggregate_tables
     return [f"{folder}/{stem}.{ext}" for stem in stems for ext in ("parquet", "csv")]
 
 
 def table_files(experiment):
-    return [f"{RESULTS}/{experiment}/tables/{stem}.tex" for stem in TABLES[experiment]]
+    return [
+        f"{RESULTS}/{experiment}/tables/{stem}.tex"
+        for stem in experiments.experiment(experiment).table_stems
+    ]
 
 
 def figure_files(experiment, ext):
     return [
-        f"{RESULTS}/{experiment}/figures/{stem}.{ext}" for stem in FIGURES[experiment]
+        f"{RESULTS}/{experiment}/figures/{stem}.{ext}"
+        for stem in experiments.experiment(experiment).figure_stems
     ]
 
 

@@ -1,0 +1,11 @@
+"""alpha: sensitivity of the accuracy to LipschitzNorm's scale α."""
+
+from lipnorm.experiments.registry import Output, register_experiment
+
+register_experiment(
+    "alpha",
+    title="sensitivity to the LipschitzNorm scale α",
+    tables=(Output("alpha_table", "lipnorm.tables:alpha_table"),),
+    figures=(Output("alpha_accuracy", "lipnorm.plots:accuracy_vs_alpha"),),
+    section="lipnorm.publish:alpha_section",
+)
