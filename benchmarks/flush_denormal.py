@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from lipnorm import bench
-from lipnorm.nn.models import attention_layers
+from lipnorm.nn.models.numbering import attention_layers
 from lipnorm.train import TrainConfig
 from lipnorm.train.trainer import Trainer, prepare
 from lipnorm.train.tuning import set_flush_denormal

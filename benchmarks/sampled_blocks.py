@@ -32,7 +32,7 @@ def main() -> None:
     import dgl
     import torch
 
-    import lipnorm.nn.gat
+    import lipnorm.nn.conv.gat
     from lipnorm import load_dataset
     from lipnorm.nn import GATConv
     from lipnorm.nn.sparse import _NeighbourWeightedSum
@@ -82,7 +82,7 @@ def main() -> None:
 
         def with_kernel(kernel, step):
             def run():
-                with mock.patch.object(lipnorm.nn.gat, "neighbour_weighted_sum", kernel):
+                with mock.patch.object(lipnorm.nn.conv.gat, "neighbour_weighted_sum", kernel):
                     step()
 
             return run

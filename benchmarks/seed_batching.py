@@ -31,8 +31,10 @@ import torch.nn.functional as F
 
 from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
-from lipnorm.nn.models import LiteratureGAT, ModelConfig, build_model
-from lipnorm.nn.seeds import SeedBatchedGAT
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.config import ModelConfig
+from lipnorm.nn.models.literature import LiteratureGAT
+from lipnorm.nn.models.seeds import SeedBatchedGAT
 from lipnorm.recipes import recipe_defaults
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from lipnorm import cli, data, train
 from lipnorm.diagnostics import GraphDiagnostics
-from lipnorm.nn.models import attention_layers
+from lipnorm.nn.models.numbering import attention_layers
 from lipnorm.train import TrainConfig, cluster_batches
 from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.trainer import Trainer, prepare

@@ -22,7 +22,7 @@ import torch
 from dgl.base import DGLError
 
 from lipnorm.nn import GATConv, GTConv
-from lipnorm.nn.gat import DGL_ZERO_IN_DEGREE_MESSAGE, ZeroInDegreeError
+from lipnorm.nn.conv.base import DGL_ZERO_IN_DEGREE_MESSAGE, ZeroInDegreeError
 
 IN_FEATS = 5
 IN_DST_FEATS = 7  # the destinations' input size where in_feats is a pair

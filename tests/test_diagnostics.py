@@ -18,7 +18,7 @@ from lipnorm.diagnostics import (
     mean_average_distance,
     rayleigh_quotient,
 )
-from lipnorm.nn.gat import GATConv
+from lipnorm.nn.conv.gat import GATConv
 
 ISOLATED = 2  # the last nodes of `random_graph` have no edge at all
 ZERO_ROW = 1  # the node whose features `node_features` sets to 0

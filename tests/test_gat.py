@@ -13,7 +13,8 @@ from dgl.base import DGLError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lipnorm.nn.gat import VARIANTS, GATConv
+from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.functional import VARIANTS
 from lipnorm.nn.row_pruned import RowPruned, nonzero_rows, row_pruned
 
 NUM_NODES = 10

@@ -8,8 +8,8 @@ import pytest
 import torch
 from dgl.nn import GraphConv
 
-from lipnorm.nn.functional import ZeroInDegreeError
-from lipnorm.nn.gcn import GCNLayer
+from lipnorm.nn.conv.base import ZeroInDegreeError
+from lipnorm.nn.conv.gcn import GCNLayer
 
 NUM_NODES = 9
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lipnorm.nn.gt import GTConv
+from lipnorm.nn.conv.gt import GTConv
 
 
 def random_edges(num_nodes, seed, p=0.4):

@@ -23,7 +23,8 @@ from lipnorm.lipschitz import (
     random_probe_input,
     tied_probe_input,
 )
-from lipnorm.nn.models import ModelConfig, build_model
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.config import ModelConfig
 
 TINY_NODES = 6
 

@@ -11,20 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipnorm.nn.gat import GATConv
-from lipnorm.nn.gt import GTConv
-from lipnorm.nn.models import (
-    MODEL_NAMES,
-    OFFICIAL_MODELS,
-    ClassicGAT,
-    DeepGAT,
-    DeepGT,
-    ModelConfig,
-    attention_layers,
-    build_model,
-    gradient_groups,
-)
-from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.conv.gt import GTConv
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.classic import ClassicGAT
+from lipnorm.nn.models.config import MODEL_NAMES, OFFICIAL_MODELS, ModelConfig
+from lipnorm.nn.models.deep import DeepGAT, DeepGT
+from lipnorm.nn.models.numbering import attention_layers, gradient_groups
+from lipnorm.nn.norm.pairnorm import PairNorm
 
 NUM_NODES = 12
 IN_FEATS = 7

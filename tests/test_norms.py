@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
+from lipnorm.nn.norm.batchnorm import BatchNorm
+from lipnorm.nn.norm.dgn import DiffGroupNorm
 
 EPS = 1e-5
 

@@ -13,11 +13,15 @@ import lipnorm.nn
 # The modules that define what the packages export.
 HOMES = [
     "lipnorm.data",
+    "lipnorm.nn.conv.base",
+    "lipnorm.nn.conv.gat",
+    "lipnorm.nn.conv.gt",
     "lipnorm.nn.functional",
-    "lipnorm.nn.gat",
-    "lipnorm.nn.gt",
-    "lipnorm.nn.models",
-    "lipnorm.nn.pairnorm",
+    "lipnorm.nn.models.build",
+    "lipnorm.nn.models.classic",
+    "lipnorm.nn.models.config",
+    "lipnorm.nn.models.deep",
+    "lipnorm.nn.norm.pairnorm",
 ]
 # What each package must export at least (issue 16).
 REQUIRED = {

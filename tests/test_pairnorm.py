@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.norm.pairnorm import PairNorm
 
 MODES = ["PN", "PN-SI", "PN-SCS"]
 

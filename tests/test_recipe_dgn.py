@@ -12,9 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipnorm import train
-from lipnorm.nn.models import LiteratureGAT, ModelConfig, build_model, gradient_groups
-from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
-from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.config import ModelConfig
+from lipnorm.nn.models.literature import LiteratureGAT
+from lipnorm.nn.models.numbering import gradient_groups
+from lipnorm.nn.norm.batchnorm import BatchNorm
+from lipnorm.nn.norm.dgn import DiffGroupNorm
+from lipnorm.nn.norm.pairnorm import PairNorm
 from lipnorm.recipes import dgn_skip_weight, recipe_defaults
 from lipnorm.train.trainer import Trainer, prepare
 from lipnorm.train_config import TrainConfig

@@ -21,8 +21,12 @@ import yaml
 from torch import nn
 
 from lipnorm import aggregate, cli, data, grid, plan, plots, registry, train, train_config
-from lipnorm.nn import functional, models
-from lipnorm.nn.models import ModelConfig, build_model, gradient_groups
+from lipnorm.nn import functional
+from lipnorm.nn.models import config as model_config
+from lipnorm.nn.models import deep, numbering
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.config import ModelConfig
+from lipnorm.nn.models.numbering import gradient_groups
 from lipnorm.train.trainer import prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,7 +125,7 @@ def user_entries():
 # --- every derived list is the registry's -----------------------------------------------
 
 
-# The remedies for deep GNNs registered beside them (lipnorm.nn.norms, lipnorm.nn.gcn).
+# The remedies for deep GNNs registered beside them (lipnorm.nn.norm, lipnorm.nn.conv.gcn).
 BASELINE_MODELS = (
     "gat-batchnorm", "gat-lip-batchnorm", "gat-dgn", "gat-lip-dgn", "gcn", "gcn-pairnorm", "gcn-batchnorm", "gcn-dgn",
 )
@@ -131,10 +135,10 @@ def test_lipnorms_own_lists_keep_what_they_were_and_add_the_baselines():
     names = registry.model_names()
     assert [name for name in names if name in LEGACY_MODELS] == list(LEGACY_MODELS)
     assert sorted(set(names) - set(LEGACY_MODELS)) == sorted(BASELINE_MODELS)
-    assert models.MODEL_NAMES == names
-    assert {name: models.DEEP_NORMS[name] for name in LEGACY_DEEP_NORMS} == LEGACY_DEEP_NORMS
-    assert models.NORMS == ("none", "lip", "pairnorm", "lip+pairnorm", "batchnorm", "lip+batchnorm", "dgn", "lip+dgn")
-    assert models._DEFAULT_DROPOUT == {
+    assert model_config.MODEL_NAMES == names
+    assert {name: model_config.DEEP_NORMS[name] for name in LEGACY_DEEP_NORMS} == LEGACY_DEEP_NORMS
+    assert model_config.NORMS == ("none", "lip", "pairnorm", "lip+pairnorm", "batchnorm", "lip+batchnorm", "dgn", "lip+dgn")
+    assert model_config._DEFAULT_DROPOUT == {
         "gat": (0.6, 0.3), "gt": (0.5, 0.3), "gat-classic": (0.6, 0.6), "gcn": (0.5, 0.0),
     }
     assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn")
@@ -180,10 +184,10 @@ def test_cli_help_lists_the_registered_names(capsys, monkeypatch):
 def test_a_registered_entry_appears_in_every_derived_list(user_entries):
     added = ["gat-test-centre", "gat-lip-test-centre", "test-mean", "test-mean-pairnorm", "test-mean-test-centre"]
     for name in added:
-        assert name in models.MODEL_NAMES and name in registry.model_names()
-    assert models.DEEP_NORMS["gat-lip-test-centre"] == "lip+test-centre"
-    assert models.NORMS[-2:] == ("test-centre", "lip+test-centre")
-    assert models._DEFAULT_DROPOUT["test-mean"] == (0.1, 0.0)
+        assert name in model_config.MODEL_NAMES and name in registry.model_names()
+    assert model_config.DEEP_NORMS["gat-lip-test-centre"] == "lip+test-centre"
+    assert model_config.NORMS[-2:] == ("test-centre", "lip+test-centre")
+    assert model_config._DEFAULT_DROPOUT["test-mean"] == (0.1, 0.0)
     assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn", "test-centre")
     assert plots.PALETTE["test-mean"] == "#123456"
     assert plots.PALETTE["test-mean-test-centre"] == "#654321"
@@ -430,7 +434,7 @@ def test_a_users_layer_needs_its_parameter_groups_declared(user_entries):
 
 def test_declared_parameter_groups_come_before_the_rules():
     declared = {"proj.": "res", "attn": "attn"}
-    assert [models._group_of(name, declared) for name in ("proj.weight", "proj.bias", "attn", "fc.bias")] == [
+    assert [numbering._group_of(name, declared) for name in ("proj.weight", "proj.bias", "attn", "fc.bias")] == [
         "res", "res", "attn", "bias"
     ]
 
@@ -438,7 +442,7 @@ def test_declared_parameter_groups_come_before_the_rules():
 def test_a_users_model_is_stacked_as_the_deep_models(user_entries):
     cfg = ModelConfig(model="test-mean-test-centre", in_feats=3, num_classes=2, depth=2, heads=2, hidden=3)
     net = seeded(cfg).eval()
-    assert isinstance(net, models.DeepNet) and net.feat_drop == 0.1
+    assert isinstance(net, deep.DeepNet) and net.feat_drop == 0.1
     assert [type(layer) for layer in net.layers] == [MeanConv, MeanConv]
     assert [type(norm) for norm in net.norms] == [Centre, Centre]
     parts = tiny_graph_parts()
@@ -567,9 +571,9 @@ class CheckpointedMean(nn.Module):
     def numbered_layers(self):
         last = len(self.layers) + 1
         return [
-            models.NumberedLayer(0, "input", self.input_fc, None),
-            *(models.NumberedLayer(i + 1, "attention", layer, None, graph_layer=True) for i, layer in enumerate(self.layers)),
-            models.NumberedLayer(last, "output", self.output_fc, None),
+            numbering.NumberedLayer(0, "input", self.input_fc, None),
+            *(numbering.NumberedLayer(i + 1, "attention", layer, None, graph_layer=True) for i, layer in enumerate(self.layers)),
+            numbering.NumberedLayer(last, "output", self.output_fc, None),
         ]
 
 
@@ -689,12 +693,12 @@ def test_a_plugin_file_registers_once(tmp_path):
     plugin.write_text(
         "from lipnorm.registry import register_norm\n"
         "register_norm('test-plugin-norm', label='P', colour='#000001', lip_colour='#000002',\n"
-        "              factory='lipnorm.nn.models:pairnorm_layer')\n"
+        "              factory='lipnorm.nn.norm.pairnorm:pairnorm_layer')\n"
     )
     try:
         module = registry.load_plugin(str(plugin))
         assert registry.load_plugins([str(plugin), str(plugin)]) == [module, module]
-        assert "gat-lip-test-plugin-norm" in models.MODEL_NAMES
+        assert "gat-lip-test-plugin-norm" in model_config.MODEL_NAMES
     finally:
         registry.unregister("norm", "test-plugin-norm")
 

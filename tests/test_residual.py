@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lipnorm.nn.gat import GATConv
+from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.residual import InitialResidual, initial_residual
 
 

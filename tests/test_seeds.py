@@ -1,4 +1,4 @@
-"""Seeds trained together (`lipnorm.nn.seeds.SeedBatchedGAT`): S literature GATs of one
+"""Seeds trained together (`lipnorm.nn.models.seeds.SeedBatchedGAT`): S literature GATs of one
 configuration as one network give each seed's separate forward, loss gradient and Adam
 step, with each seed's dropout drawn from its own stream as a separate run draws it."""
 
@@ -10,8 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipnorm.nn.models import ModelConfig, build_model
-from lipnorm.nn.seeds import SeedBatchedGAT, batchable, seed_dropout
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.config import ModelConfig
+from lipnorm.nn.models.seeds import SeedBatchedGAT, batchable, seed_dropout
 from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 
 SEEDS = (0, 1, 2)

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import cli, data, diagnostics, train
-from lipnorm.nn.models import MODEL_NAMES, attention_layers, gradient_groups
+from lipnorm.nn.models.config import MODEL_NAMES
+from lipnorm.nn.models.numbering import attention_layers, gradient_groups
 from lipnorm.recipes import official_epochs
 from lipnorm.train import TrainConfig
 from lipnorm.train import trainer as trainer_module
@@ -514,7 +515,7 @@ def test_cli_rejects_bad_settings_with_exit_code_2(tmp_path, capsys, flags, mess
 
 
 def test_cli_recipe_choices_are_the_library_recipes(tmp_path, capsys):
-    from lipnorm.nn.models import RECIPES
+    from lipnorm.recipes import RECIPES
 
     assert cli.RECIPES == RECIPES
     with pytest.raises(SystemExit) as exit_info:

@@ -159,13 +159,13 @@ def test_snakemake_lint_is_clean(tmp_path):
 
 def test_schema_enums_are_the_library_names():
     from lipnorm.data import DATASETS
-    from lipnorm.nn.models import MODEL_NAMES
+    from lipnorm.nn.models.config import MODEL_NAMES
 
     grid_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["grid_experiment"]["properties"]
     axes = grid_props["grid"]["properties"]
     assert axes["datasets"]["items"]["enum"] == list(DATASETS)
     assert axes["models"]["items"]["enum"] == list(MODEL_NAMES)
-    from lipnorm.nn.models import RECIPES
+    from lipnorm.recipes import RECIPES
 
     train_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_settings"]["properties"]
     assert grid_props["train"] == {"description": grid_props["train"]["description"], "$ref": "#/$defs/train_settings"}

@@ -18,12 +18,12 @@ _EXPORTS = {
     "load_dataset": "lipnorm.data",
     "DATASETS": "lipnorm.data",
     "NodeDataset": "lipnorm.data",
-    "ModelConfig": "lipnorm.nn.models",
-    "build_model": "lipnorm.nn.models",
-    "MODEL_NAMES": "lipnorm.nn.models",
-    "GATConv": "lipnorm.nn.gat",
-    "GTConv": "lipnorm.nn.gt",
-    "PairNorm": "lipnorm.nn.pairnorm",
+    "ModelConfig": "lipnorm.nn",
+    "build_model": "lipnorm.nn",
+    "MODEL_NAMES": "lipnorm.nn",
+    "GATConv": "lipnorm.nn",
+    "GTConv": "lipnorm.nn",
+    "PairNorm": "lipnorm.nn",
 }
 __all__ = ["__version__", *_EXPORTS]
 # Derived from lipnorm.registry on every access (a plugin's names appear): not cached.

@@ -1,7 +1,7 @@
 """Benchmarks: the cost of LipschitzNorm, side by side with DGL's and PyG's layers.
 
 Every implementation of a family runs inside the same deep model, the one `lipnorm
-train` trains (`lipnorm.nn.models.build_model`: input Linear, `depth` x [dropout ->
+train` trains (`lipnorm.nn.models.build.build_model`: input Linear, `depth` x [dropout ->
 attention layer (heads concatenated) -> ELU except after the last], output Linear, its
 dropouts): ours is that model as it is; DGL's and PyG's layers take the place of its
 attention layers (`build_bench_model`). So the only difference between two timings is
@@ -209,8 +209,8 @@ def _pyg_transformer(in_feats: int, out_feats: int, heads: int, attn_drop: float
 
 def implementations() -> dict[str, Implementation]:
     """Name -> implementation; PyG ones need the `bench` extra (torch_geometric)."""
-    from lipnorm.nn.gat import GATConv
-    from lipnorm.nn.gt import GTConv
+    from lipnorm.nn.conv.gat import GATConv
+    from lipnorm.nn.conv.gt import GTConv
 
     return {
         "gat": Implementation("gat", _ours(GATConv, norm="none"), False, "gat"),
@@ -240,12 +240,13 @@ def require_pyg() -> None:
 
 def build_bench_model(name: str, in_feats: int, num_classes: int, depth: int, heads: int, hidden: int):
     """The bench model of implementation `name`, initialised from seed 0: ours, the model
-    `lipnorm train` builds (`lipnorm.nn.models.build_model`); a competitor, the model of
+    `lipnorm train` builds (`lipnorm.nn.models.build.build_model`); a competitor, the model of
     its family (`gat`, `gt`) with the competitor's layers in place of the attention layers."""
     import torch
     from torch import nn
 
-    from lipnorm.nn.models import ModelConfig, build_model
+    from lipnorm.nn.models.build import build_model
+    from lipnorm.nn.models.config import ModelConfig
 
     impls = implementations()
     if name not in impls:

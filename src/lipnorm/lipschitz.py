@@ -46,8 +46,8 @@ from torch import nn
 
 from lipnorm.dgl_private import twice_differentiable_edge_softmax
 from lipnorm.io import atomic_path, write_parquet
-from lipnorm.nn.gat import GATConv
-from lipnorm.nn.gt import GTConv
+from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.conv.gt import GTConv
 
 # Model name -> (layer class, its `norm`).
 PROBE_MODELS = {

@@ -39,7 +39,7 @@ BUILTIN_DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-ar
 # LipschitzNorm off or on in the attention layers (lipnorm.nn.functional.NORMS).
 ATTENTION_NORMS = ("none", "lip")
 NO_NORM = "none"
-# The gradient groups a parameter can belong to (lipnorm.nn.models.GROUPS).
+# The gradient groups a parameter can belong to (lipnorm.nn.models.numbering.GROUPS).
 PARAMETER_GROUPS = ("fc", "attn", "bias", "res", "norm")
 
 Factory = Union[Callable[..., Any], str]
@@ -178,11 +178,11 @@ def register_architecture(
       layer whose ``forward(graph, h)`` returns ``(N, heads, out_feats)`` or
       ``(N, heads * out_feats)``; options are `attention_norm` (``"none"``, or ``"lip"``
       when `lip`), `residual`, `alpha`, `variant` and `attn_drop`. lipnorm stacks
-      `depth` of them as its deep models do (`lipnorm.nn.models.DeepNet`): input
+      `depth` of them as its deep models do (`lipnorm.nn.models.deep.DeepNet`): input
       Linear, [dropout, layer, ELU (not after the last), normalisation] per layer,
       output Linear.
     - `model`: ``model(config: ModelConfig) -> nn.Module`` with ``forward(graph, feat)
-      -> logits`` and ``numbered_layers()`` (see `lipnorm.nn.models.NumberedLayer`).
+      -> logits`` and ``numbered_layers()`` (see `lipnorm.nn.models.numbering.NumberedLayer`).
 
     `lip`: whether the layer takes ``attention_norm="lip"`` (then `lip_colour` colours
     the LipschitzNorm variant); `norms`: whether representation normalisations apply
@@ -191,7 +191,7 @@ def register_architecture(
     the attention entropy); `dropout`: default (feature, attention) dropout;
     `parameter_groups`: gradient group (one of `PARAMETER_GROUPS`) of a layer parameter
     by its name in the layer, or by a prefix ending in ``.``, for names lipnorm's own
-    rules (`lipnorm.nn.models.group_of`) do not place, e.g. ``{"attn": "attn"}`` for
+    rules (`lipnorm.nn.models.numbering._group_of`) do not place, e.g. ``{"attn": "attn"}`` for
     DGL's GATv2Conv; `projections`: how many (N, heads * out_feats) projections of its
     input a layer computes (GAT's one, the graph transformer's query, key, value and skip
     four), which `lipnorm plan` counts in a run's memory.
@@ -199,7 +199,7 @@ def register_architecture(
     `seeds_together` (optional): ``seeds_together(models) -> nn.Module``, the networks of
     S seeds of one configuration as one network, which `lipnorm train --seeds`
     (`lipnorm.train.seed_group`) trains in their place; a ValueError saying why, for models it
-    cannot hold. Its contract is `lipnorm.nn.seeds.SeedBatchedGAT`'s: ``forward(graph,
+    cannot hold. Its contract is `lipnorm.nn.models.seeds.SeedBatchedGAT`'s: ``forward(graph,
     feat, kept=None) -> (S, N, C)`` (``kept``: ``(E, S)`` bool, the edges each seed's
     DropEdge kept), ``layers`` (the attention layers, outputs ``(N, S * H, D)``),
     ``generators`` and ``set_generators`` (each seed's dropout stream), ``seed_views``
@@ -211,11 +211,11 @@ def register_architecture(
 
     - `checkpointable`: activation checkpointing (``checkpoint=True``, `lipnorm train
       --checkpoint`). None (the default) means True for a `layer` architecture, whose
-      stack (`lipnorm.nn.models.DeepNet`) checkpoints its blocks, and False for a `model`
+      stack (`lipnorm.nn.models.deep.DeepNet`) checkpoints its blocks, and False for a `model`
       one. A `model` factory that declares it builds, when ``config.checkpoint``, a
       network that recomputes its blocks in the backward pass (`torch.utils.checkpoint`,
-      as `lipnorm.nn.models.DeepGAT` does) and says so with a true ``checkpoint``
-      attribute, which `lipnorm.nn.models.build_model` checks.
+      as `lipnorm.nn.models.deep.DeepGAT` does) and says so with a true ``checkpoint``
+      attribute, which `lipnorm.nn.models.build.build_model` checks.
     - `full_batch_only`: True refuses cluster batches (``batching="cluster"``, `lipnorm
       train --batching cluster`): the network is trained on the whole graph only (as the
       published two-layer `gat-classic`). Default False: any network's ``forward(graph,
@@ -574,12 +574,12 @@ def load_plugins(specs: Iterable[str] | None) -> list[Any]:
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
 register_architecture(
     "gat", label="GAT", colour="#0173b2", lip=True, lip_colour="#de8f05",
-    model="lipnorm.nn.models:DeepGAT.from_config", dropout=(0.6, 0.3),
-    seeds_together="lipnorm.nn.seeds:SeedBatchedGAT", checkpointable=True,
+    model="lipnorm.nn.models.deep:DeepGAT.from_config", dropout=(0.6, 0.3),
+    seeds_together="lipnorm.nn.models.seeds:SeedBatchedGAT", checkpointable=True,
 )
 register_architecture(
     "gt", label="GT", colour="#cc78bc", lip=True, lip_colour="#ca9161",
-    model="lipnorm.nn.models:DeepGT.from_config", norms=False, dropout=(0.5, 0.3), projections=4,
+    model="lipnorm.nn.models.deep:DeepGT.from_config", norms=False, dropout=(0.5, 0.3), projections=4,
     checkpointable=True,
 )
 # GT and the published classic GAT take no representation normalisation (as before:
@@ -587,25 +587,25 @@ register_architecture(
 # checkpointed blocks, and is trained on the whole graph, as in DGL's example.
 register_architecture(
     "gat-classic", label="GAT (classic)", colour="#949494",
-    model="lipnorm.nn.models:ClassicGAT.from_config", norms=False, dropout=(0.6, 0.6), full_batch_only=True,
+    model="lipnorm.nn.models.classic:ClassicGAT.from_config", norms=False, dropout=(0.6, 0.6), full_batch_only=True,
 )
 register_norm(
     "pairnorm", label="PairNorm", colour="#029e73", lip_colour="#d55e00",
-    factory="lipnorm.nn.models:pairnorm_layer", attribute="pairnorms",
+    factory="lipnorm.nn.norm.pairnorm:pairnorm_layer", attribute="pairnorms",
 )
-# The literature's remedies for deep GNNs (lipnorm.nn.norms, lipnorm.nn.gcn).
+# The literature's remedies for deep GNNs (lipnorm.nn.norm, lipnorm.nn.conv.gcn).
 register_norm(
     "batchnorm", label="BatchNorm", colour="#56b4e9", lip_colour="#0072b2",
-    factory="lipnorm.nn.norms:batchnorm_layer",
+    factory="lipnorm.nn.norm.batchnorm:batchnorm_layer",
 )
 register_norm(
     "dgn", label="DGN", colour="#fbafe4", lip_colour="#cc79a7",
-    factory="lipnorm.nn.norms:dgn_layer",
+    factory="lipnorm.nn.norm.dgn:dgn_layer",
 )
 # GCN (Kipf & Welling, dgl.nn.GraphConv): the non-attention reference architecture;
 # feature dropout 0.5 as Kipf's, no attention to drop out.
 register_architecture(
-    "gcn", label="GCN", colour="#000000", layer="lipnorm.nn.gcn:gcn_layer", attention=False, dropout=(0.5, 0.0),
+    "gcn", label="GCN", colour="#000000", layer="lipnorm.nn.conv.gcn:gcn_layer", attention=False, dropout=(0.5, 0.0),
 )
 _DATASET_STYLE = {
     "cora": ("Cora", "#0173b2"),

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from lipnorm import data, registry
 from lipnorm.recipes import recipe_defaults
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
-from lipnorm.nn.models import ModelConfig, combine_parts
+from lipnorm.nn.models.config import ModelConfig, combine_parts
 
 
 PROTOCOLS = ("best-val", "official")
@@ -83,7 +83,7 @@ class TrainConfig:
     # deep networks (lipnorm.nn.residual, lipnorm.nn.dropedge).
     initial_residual: float = 0.0
     dropedge: float = 0.0
-    # Activation checkpointing (lipnorm.nn.models): less memory, the same numbers.
+    # Activation checkpointing (lipnorm.nn.models.deep): less memory, the same numbers.
     checkpoint: bool = False
     # "full": each training step on the whole graph; "cluster": Cluster-GCN batches, each
     # the subgraph of `batch_partitions` of the graph's `partitions` METIS parts
@@ -98,7 +98,7 @@ class TrainConfig:
     hidden: int | None = None
     feat_drop: float | None = None
     attn_drop: float | None = None
-    # Of the remedies' normalisations (lipnorm.nn.norms): BatchNorm's running-statistics
+    # Of the remedies' normalisations (lipnorm.nn.norm): BatchNorm's running-statistics
     # momentum and DGN's lambda; None = the recipe's.
     batchnorm_momentum: float | None = None
     dgn_skip_weight: float | None = None

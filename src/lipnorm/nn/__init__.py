@@ -5,22 +5,21 @@ LipschitzNorm as functions for other attention layers (`lipnorm.nn.functional`).
     from lipnorm.nn.functional import lipschitz_norm_linear, lipschitz_norm_dot_product
 """
 
+from lipnorm.nn.conv.base import ZeroInDegreeError
+from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.conv.gt import GTConv
 from lipnorm.nn.functional import lipschitz_norm_dot_product, lipschitz_norm_linear
-from lipnorm.nn.gat import GATConv
-from lipnorm.nn.gt import GTConv
-from lipnorm.nn.models import (
-    ClassicGAT,
-    DeepGAT,
-    DeepGT,
-    ModelConfig,
-    build_model,
-)
-from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.classic import ClassicGAT
+from lipnorm.nn.models.config import ModelConfig
+from lipnorm.nn.models.deep import DeepGAT, DeepGT
+from lipnorm.nn.norm.pairnorm import PairNorm
 
 __all__ = [
     "GATConv",
     "GTConv",
     "PairNorm",
+    "ZeroInDegreeError",
     "DeepGAT",
     "DeepGT",
     "ClassicGAT",
@@ -33,9 +32,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # The registry's model names, as of now (a plugin adds some): lipnorm.nn.models'.
+    # The registry's model names, as of now (a plugin adds some): lipnorm.nn.models.config's.
     if name == "MODEL_NAMES":
-        from lipnorm.nn import models
+        from lipnorm.nn.models import config
 
-        return models.MODEL_NAMES
+        return config.MODEL_NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

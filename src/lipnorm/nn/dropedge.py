@@ -18,7 +18,7 @@ Choices, after the authors' code (github.com/DropEdge/DropEdge, `src/sample.py`,
 - Renormalisation: they normalise the sampled matrix anew (degrees of the kept edges).
   Nothing is rescaled here; the layers do it, as they compute their normalisation from
   the graph they are given: the attention's edge softmax over the kept in-edges, GCN's
-  D^-1/2 A D^-1/2 from the kept degrees (`lipnorm.nn.gcn.GCNLayer`).
+  D^-1/2 A D^-1/2 from the kept degrees (`lipnorm.nn.conv.gcn.GCNLayer`).
 
 Randomness: a dedicated `torch.Generator` seeded from the run's seed, so that the masks
 do not shift the model's dropout stream (the global generator) and that the state can be

@@ -26,8 +26,6 @@ import math
 
 import dgl
 import torch
-from dgl import DGLError
-from torch import nn
 
 __all__ = ["lipschitz_norm_linear", "lipschitz_norm_dot_product", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
 
@@ -100,15 +98,15 @@ def lipschitz_norm_linear(
     check_eps(eps)
     ft_src, ft_dst = _src_dst(graph, ft)
     heads, dim = ft_src.shape[1:]
-    _check_shape("ft_dst" if ft_dst is not ft_src else "ft", ft_dst, (graph.num_dst_nodes(), heads, dim))
+    check_shape("ft_dst" if ft_dst is not ft_src else "ft", ft_dst, (graph.num_dst_nodes(), heads, dim))
     attn_l, attn_r = (_attention_vector(name, a, heads, dim) for name, a in (("attn_l", attn_l), ("attn_r", attn_r)))
-    _check_shape("e", e, (graph.num_edges(), heads, 1))
+    check_shape("e", e, (graph.num_edges(), heads, 1))
     src_squared = squared_norm(ft_src).unsqueeze(-1)  # ||W h_k||^2, (N_src, H, 1)
     # The one extra reduce: max over in-neighbours of the squared norms, (N_dst, H, 1).
     if edge_mask is None:
         max_squared = neighbour_max(graph, src_squared)
     else:
-        _check_shape("edge_mask", edge_mask, (graph.num_edges(), heads, 1))
+        check_shape("edge_mask", edge_mask, (graph.num_edges(), heads, 1))
         if edge_mask.dtype != torch.bool:
             raise ValueError(f"edge_mask must be a bool tensor, got {edge_mask.dtype}")
         # A masked edge's value 0 is neutral for a max of norms, as neighbour_max's 0 is.
@@ -174,10 +172,10 @@ def lipschitz_norm_dot_product(
     check_normaliser_options(variant=variant, alpha=alpha)
     _check_rank("k", k, 3)
     heads, dim = k.shape[1:]
-    _check_shape("k", k, (graph.num_src_nodes(), heads, dim))
-    _check_shape("v", v, (graph.num_src_nodes(), heads, dim))
-    _check_shape("q", q, (graph.num_dst_nodes(), heads, dim))
-    _check_shape("dot", dot, (graph.num_edges(), heads, 1))
+    check_shape("k", k, (graph.num_src_nodes(), heads, dim))
+    check_shape("v", v, (graph.num_src_nodes(), heads, dim))
+    check_shape("q", q, (graph.num_dst_nodes(), heads, dim))
+    check_shape("dot", dot, (graph.num_edges(), heads, 1))
     # Squared norms throughout (cheaper than norms, fwd and bwd): max_j ||k_j||^2 and
     # max_j ||val_j||^2 over in-neighbours in one reduce, (N_dst, H, 2).
     max_squared = neighbour_max(graph, torch.stack([squared_norm(k), squared_norm(v)], dim=-1))
@@ -211,10 +209,10 @@ def _src_dst(graph: dgl.DGLGraph, ft) -> tuple[torch.Tensor, torch.Tensor]:
             raise ValueError(f"ft must be a tensor or a pair (ft_src, ft_dst), got a sequence of {len(ft)}")
         ft_src, ft_dst = ft
         _check_rank("ft_src", ft_src, 3)
-        _check_shape("ft_src", ft_src, (graph.num_src_nodes(), *ft_src.shape[1:]))
+        check_shape("ft_src", ft_src, (graph.num_src_nodes(), *ft_src.shape[1:]))
         return ft_src, ft_dst
     _check_rank("ft", ft, 3)
-    _check_shape("ft", ft, (graph.num_src_nodes(), *ft.shape[1:]))
+    check_shape("ft", ft, (graph.num_src_nodes(), *ft.shape[1:]))
     if graph.is_block:
         return ft, ft[: graph.num_dst_nodes()]
     return ft, ft
@@ -235,7 +233,8 @@ def _check_rank(name: str, tensor: torch.Tensor, rank: int) -> None:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {rank} dimensions (N, H, D)")
 
 
-def _check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...], given: str = "ft") -> None:
+def check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...], given: str = "ft") -> None:
+    """Raise `ValueError` naming `name` if `tensor` does not have the shape `expected`."""
     if tuple(tensor.shape) != expected:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {expected} for this graph and {given}")
 
@@ -318,141 +317,3 @@ def check_normaliser_options(*, variant: str, alpha: float) -> None:
 def check_eps(eps: float) -> None:
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps}")
-
-
-# dgl.nn.GATConv's message (DGL 2.1), word for word, so code matching DGL's error matches ours.
-DGL_ZERO_IN_DEGREE_MESSAGE = (
-    "There are 0-in-degree nodes in the graph, "
-    "output for those nodes will be invalid. "
-    "This is harmful for some applications, "
-    "causing silent performance regression. "
-    "Adding self-loop on the input graph by "
-    "calling `g = dgl.add_self_loop(g)` will resolve "
-    "the issue. Setting ``allow_zero_in_degree`` "
-    "to be `True` when constructing this module will "
-    "suppress the check and let the code run."
-)
-
-
-class ZeroInDegreeError(DGLError, ValueError):
-    """A graph with destination nodes without in-edges, given to a layer that rejects them.
-
-    Both DGL's error (what `dgl.nn.GATConv` raises, with its message) and a `ValueError`
-    (bad input, as everywhere here), so code written for either catches it.
-    """
-
-
-def zero_in_degree_count(graph: dgl.DGLGraph) -> int:
-    """The number of destination nodes without in-edges, counted once per graph structure.
-
-    Reading a count into Python synchronises the host with a GPU; cached with the
-    structure (`lipnorm.nn.sparse.per_structure`), later forwards on the same graph do
-    not, and a graph changed in place is counted anew.
-    """
-    from lipnorm.nn.sparse import per_structure
-
-    return per_structure(graph, "zero_in_degree_count", lambda graph: int((graph.in_degrees() == 0).sum()))
-
-
-def reject_zero_in_degree(graph: dgl.DGLGraph) -> None:
-    """Raise `ZeroInDegreeError` if a destination node of `graph` has no in-edge (DGL's
-    layers' default check). Such a node gets no message: its output would be the residual
-    and bias only."""
-    isolated = zero_in_degree_count(graph)
-    if isolated:
-        raise ZeroInDegreeError(
-            f"{DGL_ZERO_IN_DEGREE_MESSAGE} (Here: {isolated} node(s) with in-degree 0; add "
-            "self-loops (dgl.add_self_loop) or pass allow_zero_in_degree=True.)"
-        )
-
-
-def residual_projection(in_feats: int, width: int, *, residual: bool, bias: bool) -> nn.Module | None:
-    """DGL's GATConv residual: None, the identity (``in_feats == width``) or a Linear.
-
-    The Linear carries the bias (DGL's layout: the layer then has none of its own).
-    """
-    if not residual:
-        return None
-    if in_feats != width:
-        return nn.Linear(in_feats, width, bias=bias)
-    return nn.Identity()
-
-
-def reset_residual(res_fc: nn.Module | None) -> None:
-    """A linear residual as DGL's GATConv draws it: Xavier-normal (ReLU gain), zero bias."""
-    if isinstance(res_fc, nn.Linear):
-        nn.init.xavier_normal_(res_fc.weight, gain=nn.init.calculate_gain("relu"))
-        if res_fc.bias is not None:
-            nn.init.zeros_(res_fc.bias)
-
-
-def check_attention_options(*, norm: str, variant: str, alpha: float, **sizes: int) -> None:
-    """Raise `ValueError` naming the value if an attention layer's option is not allowed.
-
-    `sizes` (e.g. `in_feats=..., num_heads=...`) must each be at least 1.
-    """
-    if norm not in NORMS:
-        raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(NORMS)}")
-    for name, value in sizes.items():
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, got {value}")
-    check_normaliser_options(variant=variant, alpha=alpha)
-
-
-class AttentionConv(nn.Module):
-    """What GAT and GT layers share: validated sizes and LipschitzNorm options.
-
-    `in_feats` is one input size, or a pair ``(in_src_feats, in_dst_feats)`` for
-    bipartite graphs whose source and destination features differ in size (as DGL's
-    layers take it); `in_src_feats` and `in_dst_feats` hold the two sizes either way.
-    """
-
-    def __init__(
-        self, in_feats: int | tuple[int, int], out_feats: int, num_heads: int, *, norm: str, alpha: float, variant: str
-    ):
-        super().__init__()
-        if isinstance(in_feats, tuple):
-            if len(in_feats) != 2:
-                raise ValueError(f"in_feats must be a size or a pair (in_src_feats, in_dst_feats), got {in_feats}")
-            in_sizes = {"in_feats[0]": in_feats[0], "in_feats[1]": in_feats[1]}
-            self.in_src_feats, self.in_dst_feats = in_feats
-        else:
-            in_sizes = {"in_feats": in_feats}
-            self.in_src_feats = self.in_dst_feats = in_feats
-        check_attention_options(
-            norm=norm, variant=variant, alpha=alpha, **in_sizes, out_feats=out_feats, num_heads=num_heads
-        )
-        self.in_feats = in_feats
-        self.out_feats = out_feats
-        self.num_heads = num_heads
-        self.norm = norm
-        self.alpha = alpha
-        self.variant = variant
-
-    def _input_features(self, graph: dgl.DGLGraph, feat) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`(feat_src, feat_dst)` of a feature pair, or `(feat, None)` of one tensor, checked.
-
-        One tensor holds the source nodes' features (on a block, its first
-        `num_dst_nodes` rows are the destinations', DGL's convention); a layer built with
-        a pair of input sizes takes a pair only, as DGL's layers do.
-        """
-        if isinstance(feat, tuple):
-            if len(feat) != 2:
-                raise ValueError(f"feat must be a tensor or a pair (feat_src, feat_dst), got a tuple of {len(feat)}")
-            feat_src, feat_dst = feat
-            _check_shape("feat_src", feat_src, (graph.num_src_nodes(), self.in_src_feats), "in_feats")
-            _check_shape("feat_dst", feat_dst, (graph.num_dst_nodes(), self.in_dst_feats), "in_feats")
-            return feat_src, feat_dst
-        if isinstance(self.in_feats, tuple):
-            raise ValueError(
-                f"this layer has in_feats = {self.in_feats}, a pair: it takes features as a pair "
-                "(feat_src, feat_dst), got one tensor"
-            )
-        _check_shape("feat", feat, (graph.num_src_nodes(), self.in_feats), "in_feats")
-        return feat, None
-
-    def extra_repr(self) -> str:
-        return (
-            f"in_feats={self.in_feats}, out_feats={self.out_feats}, num_heads={self.num_heads}, "
-            f"norm={self.norm!r}, alpha={self.alpha}, variant={self.variant!r}"
-        )

@@ -8,7 +8,7 @@ non-zero only, it computes the same numbers (a zero row drops out and projects t
 whatever its mask), with a mask of `(R, F)` instead of `(N, F)`.
 
 `row_pruned(feat)` gives that form (`RowPruned`); `GATConv` takes it as its input
-(`lipnorm.nn.gat`), the literature GAT gives it to its first layer, and the rows of one
+(`lipnorm.nn.conv.gat`), the literature GAT gives it to its first layer, and the rows of one
 features tensor are found once (`nonzero_rows` remembers the last tensor it saw).
 """
 
@@ -25,7 +25,7 @@ __all__ = ["RowPruned", "nonzero_rows", "row_pruned"]
 class RowPruned(NamedTuple):
     """Features `(num_nodes, F)` that are zero outside the rows `rows`, whose values are
     `values` `(len(rows), F)` (`(S, len(rows), F)` for S seeds side by side,
-    `lipnorm.nn.seeds`)."""
+    `lipnorm.nn.models.seeds`)."""
 
     rows: torch.Tensor
     values: torch.Tensor

@@ -14,7 +14,7 @@ and is skipped (`Batch.has_training_nodes`).
 
 The subgraph is built on the host and then moved to the training device: on a GPU each
 batch waits for that copy (as DropEdge's subset does) and for the layers' zero-in-degree
-check of a new graph (`lipnorm.nn.functional.zero_in_degree_count`); the rest of a step
+check of a new graph (`lipnorm.nn.conv.base.zero_in_degree_count`); the rest of a step
 does not wait (`lipnorm.train.trainer.Trainer.train_step`).
 
 The settings (`batching`, `partitions`, `batch_partitions`), their defaults and their

@@ -9,7 +9,7 @@ import dgl
 import torch
 
 from lipnorm.diagnostics import GraphDiagnostics
-from lipnorm.nn.models import attention_layers, gradient_groups, returns_attention
+from lipnorm.nn.models.numbering import attention_layers, gradient_groups, returns_attention
 
 
 class GradientNorms:

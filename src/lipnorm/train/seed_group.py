@@ -7,7 +7,7 @@ directories that S separate `lipnorm train --seed s` runs write (`out` and the m
 name each seed's with ``{seed}``):
 
 - where the architecture registers a network of several seeds (`seeds_together`,
-  `lipnorm.registry`; GAT's is `lipnorm.nn.seeds.SeedBatchedGAT`, which holds the
+  `lipnorm.registry`; GAT's is `lipnorm.nn.models.seeds.SeedBatchedGAT`, which holds the
   literature GAT of ``--recipe dgn``) that takes these models, and nothing else in the
   run differs per seed, the S seeds are that one network trained by one Adam
   (`SeedGroup`): each seed keeps its parameters, initialisation, dropout stream,
@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import registry
-from lipnorm.nn.models import build_model
+from lipnorm.nn.models.build import build_model
 from lipnorm.train import run_state
 from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_epoch
 from lipnorm.train.run_directory import RunDirectory, train_run
@@ -175,7 +175,7 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
 
 class SeedGroup:
     """S runs of one configuration trained as one network (their architecture's
-    `seeds_together`, e.g. `lipnorm.nn.seeds.SeedBatchedGAT`).
+    `seeds_together`, e.g. `lipnorm.nn.models.seeds.SeedBatchedGAT`).
 
     Each run's own `Trainer` (`RunDirectory.trainer`, its separate model and optimizer)
     holds its state where the run starts, saves and ends: the batched network and

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
-from lipnorm.nn.models import ModelConfig, build_model
+from lipnorm.nn.models.build import build_model
+from lipnorm.nn.models.config import ModelConfig
 from lipnorm.train import cluster_batches
 from lipnorm.train import device as devices
 from lipnorm.train import run_state

@@ -46,10 +46,11 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import NORMS, VARIANTS, AttentionConv, lipschitz_norm_dot_product
+from lipnorm.nn.conv.base import AttentionConv
+from lipnorm.nn.functional import lipschitz_norm_dot_product
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
-__all__ = ["GTConv", "NORMS", "VARIANTS"]
+__all__ = ["GTConv"]
 
 
 class GTConv(AttentionConv):

@@ -27,23 +27,12 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.functional import (
-    DGL_ZERO_IN_DEGREE_MESSAGE,
-    NORMS,
-    OFFICIAL_ATTENTION_FACTOR,
-    VARIANTS,
-    AttentionConv,
-    ZeroInDegreeError,
-    check_eps,
-    lipschitz_norm_linear,
-    reject_zero_in_degree,
-    reset_residual,
-    residual_projection,
-)
+from lipnorm.nn.conv.base import AttentionConv, reject_zero_in_degree, reset_residual, residual_projection
+from lipnorm.nn.functional import check_eps, lipschitz_norm_linear
 from lipnorm.nn.row_pruned import RowPruned
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
-__all__ = ["GATConv", "ZeroInDegreeError", "DGL_ZERO_IN_DEGREE_MESSAGE", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
+__all__ = ["GATConv"]
 
 
 class GATConv(AttentionConv):

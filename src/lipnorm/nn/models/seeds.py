@@ -36,11 +36,12 @@ import torch.nn.functional as F
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
-from lipnorm.nn.gat import GATConv
-from lipnorm.nn.models import LiteratureGAT
-from lipnorm.nn.norms import BatchNorm, DiffGroupNorm
-from lipnorm.nn.pairnorm import EPS as PAIRNORM_EPS
-from lipnorm.nn.pairnorm import PairNorm
+from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.models.literature import LiteratureGAT
+from lipnorm.nn.norm.batchnorm import BatchNorm
+from lipnorm.nn.norm.dgn import DiffGroupNorm
+from lipnorm.nn.norm.pairnorm import EPS as PAIRNORM_EPS
+from lipnorm.nn.norm.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
 from lipnorm.nn.sparse import neighbour_weighted_sum

@@ -35,7 +35,7 @@ import torch
 from dgl.nn import GraphConv
 from torch import nn
 
-from lipnorm.nn.functional import reject_zero_in_degree, reset_residual, residual_projection
+from lipnorm.nn.conv.base import reject_zero_in_degree, reset_residual, residual_projection
 
 __all__ = ["GCNLayer", "DEGREE_NORMS", "gcn_layer"]
 

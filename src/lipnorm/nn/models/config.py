@@ -1,0 +1,223 @@
+"""The configuration of a model (`ModelConfig`: a model name of the registry and its
+settings, validated and resolved), and the lists derived from the registry that name the
+models, their `norm` options and their dropout defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from lipnorm import registry
+from lipnorm.nn.functional import VARIANTS
+from lipnorm.nn.norm.dgn import DGN_SKIP_WEIGHT
+from lipnorm.nn.norm.pairnorm import PairNorm
+from lipnorm.recipes import RECIPES
+
+# The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
+OFFICIAL_MODELS = ("gat", "gat-lip", "gat-pairnorm")
+
+
+def deep_norms() -> dict[str, str]:
+    """Model name -> its `norm` option as the deep models spell it (`none`, `lip`,
+    `pairnorm`, `lip+pairnorm`, ...)."""
+    return {name: norm_option(*registry.parse_model(name)[1:]) for name in registry.model_names()}
+
+
+def norm_option(attention_norm: str, norm: str) -> str:
+    parts = [part for part in (attention_norm, norm) if part != "none"]
+    return "+".join(parts) or "none"
+
+
+def norm_options() -> tuple[str, ...]:
+    """The deep models' `norm` options: `none`, `lip`, then each normalisation without
+    and with LipschitzNorm."""
+    return tuple(
+        norm_option(attention_norm, norm)
+        for norm in registry.norm_names()
+        for attention_norm in registry.ATTENTION_NORMS
+    )
+
+
+def default_dropout() -> dict[str, tuple[float, float]]:
+    """Architecture -> (feature dropout, attention dropout) by default."""
+    return {name: registry.architecture(name).dropout for name in registry.architecture_names()}
+
+
+# The registry-derived lists, computed on access so that a plugin's entries appear.
+_DERIVED = {
+    "MODEL_NAMES": registry.model_names,
+    "DEEP_NORMS": deep_norms,
+    "NORMS": norm_options,
+    "_DEFAULT_DROPOUT": default_dropout,
+}
+
+
+def __getattr__(name: str):
+    if name in _DERIVED:
+        return _DERIVED[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to build a model; `feat_drop`/`attn_drop` None = the
+    architecture's default (see `resolved`).
+
+    `model` names a composition (`gat-lip-pairnorm`, see `lipnorm.registry`);
+    `architecture`, `attention_norm` and `norm`, where given, replace that part of it.
+    `resolved` fills all four consistently.
+    """
+
+    model: str
+    in_feats: int
+    num_classes: int
+    depth: int = 2
+    heads: int = 8
+    hidden: int = 8
+    alpha: float = 1.0
+    variant: str = "paper"
+    residual: bool = False
+    feat_drop: float | None = None
+    attn_drop: float | None = None
+    pairnorm_mode: str | None = "PN"
+    pairnorm_scale: float = 1.0
+    recipe: str = "lipnorm"
+    # GCNII's initial residual: each layer's output mixed with the input Linear's, weight a.
+    initial_residual: float = 0.0
+    # Activation checkpointing of the deep models' blocks (module docstring).
+    checkpoint: bool = False
+    # The remedies' normalisations (lipnorm.nn.norm): BatchNorm's momentum, DGN's lambda.
+    batchnorm_momentum: float = 0.1
+    dgn_skip_weight: float = DGN_SKIP_WEIGHT
+    architecture: str | None = None
+    attention_norm: str | None = None
+    norm: str | None = None
+
+    @classmethod
+    def from_dict(cls, settings: dict[str, Any]) -> ModelConfig:
+        fields = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(settings) - set(fields))
+        if unknown:
+            raise ValueError(
+                f"unknown model setting(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(fields)}"
+            )
+        required = [
+            field.name
+            for field in dataclasses.fields(cls)
+            if field.default is dataclasses.MISSING and field.name not in settings
+        ]
+        if required:
+            raise ValueError(f"missing model setting(s): {', '.join(required)}")
+        return cls(**settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def parts(self) -> tuple[str, str, str]:
+        """`(architecture, attention_norm, norm)`: `model`'s, with the given ones instead."""
+        return combine_parts(self.model, self.architecture, self.attention_norm, self.norm)
+
+    def resolved(self) -> ModelConfig:
+        """A validated copy with the model's parts and the dropout defaults of the
+        architecture filled in."""
+        self.validate()
+        architecture, attention_norm, norm = self.parts()
+        default_feat, default_attn = registry.architecture(architecture).dropout
+        return dataclasses.replace(
+            self,
+            model=registry.compose_model(architecture, attention_norm, norm),
+            architecture=architecture,
+            attention_norm=attention_norm,
+            norm=norm,
+            feat_drop=default_feat if self.feat_drop is None else self.feat_drop,
+            attn_drop=default_attn if self.attn_drop is None else self.attn_drop,
+        )
+
+    def validate(self) -> None:
+        architecture, _, _ = self.parts()
+        for name in ("in_feats", "num_classes", "depth", "heads", "hidden"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if not self.alpha >= 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown variant {self.variant!r}; allowed: {', '.join(VARIANTS)}")
+        for name in ("feat_drop", "attn_drop"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1) or None (default), got {value!r}")
+        if self.residual and architecture == "gt":
+            raise ValueError(f"model {self.model!r}: {NO_GT_RESIDUAL}")
+        check_initial_residual(self.initial_residual)
+        if self.initial_residual and (self.recipe == "official" or architecture == "gat-classic"):
+            raise ValueError(
+                f"initial_residual={self.initial_residual!r} needs the deep models' input Linear "
+                f"as wide as the layers; model {self.model!r} with recipe {self.recipe!r} has none"
+            )
+        check_recipe(self.recipe, registry.compose_model(*self.parts()), self.residual)
+        if not isinstance(self.checkpoint, bool):
+            raise ValueError(f"checkpoint must be true or false, got {self.checkpoint!r}")
+        if self.checkpoint and not registry.architecture(architecture).checkpointable:
+            checkpointed = [name for name, entry in registry.ARCHITECTURES.items() if entry.checkpointable]
+            raise ValueError(no_checkpoint(
+                self.model, f"architecture {architecture!r} is not registered with checkpointable=True "
+                f"(those that are: {', '.join(checkpointed)})"
+            ))
+        if self.checkpoint and self.recipe == "dgn":
+            raise ValueError(no_checkpoint(self.model, "recipe 'dgn' builds the literature's GAT network, which has none"))
+        if not (math.isfinite(self.batchnorm_momentum) and 0 <= self.batchnorm_momentum <= 1):
+            raise ValueError(f"batchnorm_momentum must be a number in [0, 1], got {self.batchnorm_momentum!r}")
+        if not math.isfinite(self.dgn_skip_weight):
+            raise ValueError(f"dgn_skip_weight must be a finite number, got {self.dgn_skip_weight!r}")
+        PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
+
+
+def combine_parts(
+    model: str, architecture: str | None, attention_norm: str | None, norm: str | None
+) -> tuple[str, str, str]:
+    """`model`'s `(architecture, attention_norm, norm)` with each one given instead of
+    its part; ValueError naming a value the registry does not have, or a combination
+    the architecture does not take."""
+    parsed = registry.parse_model(model)
+    given = (architecture, attention_norm, norm)
+    parts = tuple(part if value is None else value for value, part in zip(given, parsed))
+    registry.compose_model(*parts)  # raises on an unknown part or combination
+    return parts
+
+
+def check_initial_residual(alpha: float) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and 0 <= alpha < 1):
+        raise ValueError(f"initial_residual must be a number in [0, 1) (0: off), got {alpha!r}")
+
+
+def check_recipe(recipe: str, model: str, residual: bool) -> None:
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+    if recipe == "official":
+        if model not in OFFICIAL_MODELS:
+            raise ValueError(
+                f"recipe 'official' builds the authors' DeepGAT, which has no model {model!r}; "
+                f"allowed with it: {', '.join(OFFICIAL_MODELS)}"
+            )
+        if residual:
+            raise ValueError("recipe 'official' has no residual connections (their DeepGAT has none); got residual=True")
+    if recipe == "dgn" and registry.parse_model(model)[0] != "gat":
+        raise ValueError(
+            f"recipe 'dgn' builds the literature's GAT network (DGN's models/GAT.py), not model "
+            f"{model!r}; allowed with it: gat and its -lip/-<norm> forms"
+        )
+
+
+def no_checkpoint(model: str, reason: str) -> str:
+    return f"checkpoint=True: model {model!r} has no checkpointed blocks: {reason}"
+
+
+NO_GT_RESIDUAL = (
+    "residual=True is not available for GT models, whose layers always carry their skip "
+    "projection; residual applies to the GAT models"
+)
