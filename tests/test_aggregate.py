@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from synthetic_runs import BASE_CONFIG, LAYER_METRICS, layer_stat, write_grid, write_run
 
-from lipnorm.aggregate import (
+from lipnorm.results.aggregate import (
     AGGREGATE_TABLES,
     aggregate_runs,
     label,

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from lipnorm import bench
+from lipnorm.bench.report import environment
 from lipnorm.cli import main
 
 
@@ -189,7 +190,7 @@ def test_bench_flush_denormal_is_passed_on_and_recorded(monkeypatch):
     assert seen["flush_denormal"] is True
     assert main(["bench", "--quick", "--out", "unused"]) == 0
     assert seen["flush_denormal"] is False
-    env = bench._environment(1, "lipnorm bench --flush-denormal", (0.0,) * 3, (0.0,) * 3, flush_denormal=True)
+    env = environment(1, "lipnorm bench --flush-denormal", (0.0,) * 3, (0.0,) * 3, flush_denormal=True)
     assert "- flush denormal: on" in env
 
 

@@ -21,10 +21,10 @@ import yaml
 from synthetic_runs import write_grid
 
 from lipnorm import experiments, grid, numbers, registry
-from lipnorm.aggregate import write_aggregate
+from lipnorm.results.aggregate import write_aggregate
 from lipnorm.cli import build_parser, main
 from lipnorm.experiments import Output, register_experiment, unregister_experiment
-from lipnorm.publish import publish, regenerate
+from lipnorm.results.publish import publish, regenerate
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -37,8 +37,8 @@ BUILTIN = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic",
 
 
 def register_toy(name="toy", **overrides):
-    settings = {"title": "a toy", "section": "lipnorm.publish:depth_section",
-                "tables": (Output("toy_table", "lipnorm.tables:depth_table"),), **overrides}
+    settings = {"title": "a toy", "section": "lipnorm.results.sections:depth_section",
+                "tables": (Output("toy_table", "lipnorm.results.tables.accuracy:depth_table"),), **overrides}
     return register_experiment(name, **settings)
 
 
@@ -64,18 +64,18 @@ def test_an_entry_is_removed_again_and_its_stems_are_free():
 @pytest.mark.parametrize("name, overrides, message", [
     ("depth", {}, "experiment 'depth' is registered already"),
     ("Toy", {}, "experiment name 'Toy' must be a non-empty lower-case string"),
-    ("toy", {"tables": (Output("depth_accuracy_table", "lipnorm.tables:depth_table"),)},
+    ("toy", {"tables": (Output("depth_accuracy_table", "lipnorm.results.tables.accuracy:depth_table"),)},
      "experiment 'toy': stem 'depth_accuracy_table' is taken by experiment 'depth'"),
-    ("toy", {"figures": (Output("toy_table", "lipnorm.plots:accuracy_vs_depth"),)},
+    ("toy", {"figures": (Output("toy_table", "lipnorm.results.figures.accuracy:accuracy_vs_depth"),)},
      "experiment 'toy': stem 'toy_table' is taken by experiment 'toy'"),
-    ("toy", {"tables": (Output("Toy table", "lipnorm.tables:depth_table"),)},
+    ("toy", {"tables": (Output("Toy table", "lipnorm.results.tables.accuracy:depth_table"),)},
      "experiment 'toy': stem 'Toy table' must be lower-case letters, digits and '_'"),
     ("toy", {"tables": ("toy_table",)}, "experiment 'toy': each of tables must be a lipnorm.experiments.Output"),
     ("toy", {"section": "publish.depth_section"},
      "experiment 'toy': section must be a callable or a 'module:attribute' string"),
     ("toy", {"tables": (Output("toy_table", "depth_table"),)},
      "experiment 'toy': the builder of 'toy_table' must be a callable or a 'module:attribute' string"),
-    ("toy", {"tables": (Output("toy_table", "lipnorm.tables:depth_table", ()),)},
+    ("toy", {"tables": (Output("toy_table", "lipnorm.results.tables.accuracy:depth_table", ()),)},
      "experiment 'toy': 'toy_table' needs the names of its input tables"),
     ("toy", {"trains": False}, "experiment 'toy': an experiment without training runs .* names its aggregate_tables"),
     ("toy", {"aggregate_tables": ("probe",)}, "names its aggregate_tables, and only it"),
@@ -144,8 +144,8 @@ def gap_results(gap, tmp_path_factory):
 @pytest.fixture(scope="module")
 def gap_written(gap_results):
     """`gap_results` with the experiment's table and figure written, as the workflow does."""
-    from lipnorm.plots import write_figures
-    from lipnorm.tables import write_tables
+    from lipnorm.results.figures import write_figures
+    from lipnorm.results.tables import write_tables
 
     root, records = gap_results
     write_tables("gap", root / "gap" / "aggregate", root / "gap" / "tables")

@@ -13,10 +13,13 @@ import gc
 import json
 import weakref
 
+import pandas as pd
 import pytest
 import torch
 
 from lipnorm import bench, cli
+from lipnorm.bench import measure
+from lipnorm.bench.measure import measurement_rows
 from lipnorm.train import device
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
@@ -166,7 +169,7 @@ def test_timed_regions_are_synchronised_on_both_sides(fake_cuda, monkeypatch):
     cuda = torch.device("cuda", 0)
     order = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: order.append(("sync", dev)))
-    bench._timed(lambda: order.append("step"), cuda)
+    measure.timed(lambda: order.append("step"), cuda)
     assert order == [("sync", cuda), "step", ("sync", cuda)]
     order.clear()
     plan = bench.QUICK
@@ -193,7 +196,7 @@ def test_each_implementations_gpu_peak_is_measured_with_it_alone(fake_cuda, monk
         built.append(weakref.ref(model))
         return model
 
-    monkeypatch.setattr(bench, "build_bench_model", build)
+    monkeypatch.setattr(measure, "build_bench_model", build)
 
     def max_memory_allocated(dev):
         gc.collect()
@@ -229,7 +232,7 @@ def test_the_gpu_skips_cases_by_its_own_budget():
 
 def test_summary_names_the_profiles_clock_and_the_gpu_memory_column(tmp_path):
     frame = pd_frame_with_memory()
-    ops = bench.pd.DataFrame({"op": ["aten::mm"], "calls_gat": [1], "calls_gat_lip": [1], "ms_gat": [1.0],
+    ops = pd.DataFrame({"op": ["aten::mm"], "calls_gat": [1], "calls_gat_lip": [1], "ms_gat": [1.0],
                               "ms_gat_lip": [1.5], "extra_ms": [0.5]})
     for device_type, clock in (("cpu", "self CPU ms per step"), ("cuda", "self GPU kernel ms per step")):
         path = tmp_path / f"{device_type}.md"
@@ -243,9 +246,9 @@ def pd_frame_with_memory():
     case = bench.Case("gat", "csbm", 10, 100, 2, 8, 8)
     rows = []
     for impl in ("gat", "gat-lip"):
-        rows += bench._rows(case, impl, "step_seconds", [(0, 0.1), (1, 0.1)])
-        rows += bench._rows(case, impl, "peak_cuda_mb", [(None, 5.0)])
-    return bench.pd.DataFrame(rows, columns=bench.COLUMNS)
+        rows += measurement_rows(case, impl, "step_seconds", [(0, 0.1), (1, 0.1)])
+        rows += measurement_rows(case, impl, "peak_cuda_mb", [(None, 5.0)])
+    return pd.DataFrame(rows, columns=bench.COLUMNS)
 
 
 # --- no host synchronisation in a training step or an evaluation -----------------

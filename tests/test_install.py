@@ -105,7 +105,7 @@ def test_base_requirements_cover_the_layers_data_and_training(tmp_path):
     blocked: the extras' and any other package this environment happens to have."""
     done = run_without(outside_base_modules(), f"""
         import json, sys
-        import lipnorm.nn, lipnorm.nn.functional, lipnorm.data, lipnorm.train, lipnorm.aggregate
+        import lipnorm.nn, lipnorm.nn.functional, lipnorm.data, lipnorm.train, lipnorm.results.aggregate
         from lipnorm import cli
         code = cli.main(["train", "--dataset", "csbm", "--csbm", {TINY_CSBM!r}, "--epochs", "1",
                          "--heads", "2", "--hidden", "4", "--threads", "1",

@@ -21,11 +21,24 @@ from synthetic_runs import (
     write_grid,
 )
 
-from lipnorm import plots
-from lipnorm.aggregate import EXPERIMENTS, aggregate_runs
+from lipnorm.bench.figure import BENCH_PALETTE, epoch_time_vs_edges
 from lipnorm.cli import main
-from lipnorm.plots import FIGURES, PALETTE
-from lipnorm.tables import TABLES
+from lipnorm.results.aggregate import EXPERIMENTS, aggregate_runs
+from lipnorm.results.analysis import LAYER_METRICS, NORM_FLOOR
+from lipnorm.results.figures import FIGURES, PALETTE, write_figures
+from lipnorm.results.figures.accuracy import accuracy_vs_alpha, accuracy_vs_depth
+from lipnorm.results.figures.layerstats import (
+    COMPLEMENT_FLOOR,
+    RECIPE_COLOUR,
+    alpha_colours,
+    alpha_layerstats,
+    layerstats_by_epoch,
+    layerstats_by_layer,
+)
+from lipnorm.results.figures.probe import lipschitz_probe
+from lipnorm.results.figures.style import COLUMN_WIDTH
+from lipnorm.results.figures.training import gradient_heatmaps, gradient_ratio, training_curves
+from lipnorm.results.tables import TABLES
 
 REPORT = Path(__file__).resolve().parents[1] / "workflow" / "report"
 
@@ -63,7 +76,7 @@ def gradient_runs(tmp_path_factory):
 
 def test_accuracy_vs_depth_panels_lines_and_diverged_marker(depth_runs):
     records, tables = depth_runs
-    fig = plots.accuracy_vs_depth(tables["runs"])
+    fig = accuracy_vs_depth(tables["runs"])
     axes = np.array(fig.axes).reshape(2, 2)  # rows: missing rates; columns: datasets
     assert [ax.get_title() for ax in axes.flat] == [
         "Cora, 0% missing", "CiteSeer, 0% missing", "Cora, 100% missing", "CiteSeer, 100% missing"
@@ -71,7 +84,7 @@ def test_accuracy_vs_depth_panels_lines_and_diverged_marker(depth_runs):
     assert [ax.get_xlabel() for ax in axes.flat] == ["", "", "Depth (layers)", "Depth (layers)"]
     assert [ax.get_ylabel() for ax in axes.flat] == ["Test accuracy (%)", "", "Test accuracy (%)", ""]
     assert legend_texts(fig) == ["GAT", "GAT-Lip", "diverged"]
-    assert fig.get_figwidth() == pytest.approx(plots.COLUMN_WIDTH)
+    assert fig.get_figwidth() == pytest.approx(COLUMN_WIDTH)
     # The plotted means are the seed means; the diverged (Cora, rate 0, GAT, depth 4)
     # setting is no point of the line but a × at depth 4.
     for (rate, dataset), ax in zip([(0, "cora"), (0, "citeseer"), (100, "cora"), (100, "citeseer")],
@@ -93,7 +106,7 @@ def test_accuracy_vs_depth_panels_lines_and_diverged_marker(depth_runs):
 
 def test_gradient_heatmaps_show_median_layer_norms_on_a_log_scale(gradient_runs):
     _, tables = gradient_runs
-    fig = plots.gradient_heatmaps(tables["runs"], tables["gradnorms"])
+    fig = gradient_heatmaps(tables["runs"], tables["gradnorms"])
     *panels, colorbar = fig.axes
     assert len(panels) == 3 * 2  # depths 2, 4, 6 × GAT, GAT-Lip
     assert colorbar.get_ylabel() == "Gradient norm"
@@ -118,7 +131,7 @@ def test_gradient_heatmaps_show_median_layer_norms_on_a_log_scale(gradient_runs)
 
 def test_gradient_ratio_is_the_geometric_seed_mean_of_median_epoch_ratios(gradient_runs):
     _, tables = gradient_runs
-    fig = plots.gradient_ratio(tables["runs"], tables["gradnorms"])
+    fig = gradient_ratio(tables["runs"], tables["gradnorms"])
     (ax,) = fig.axes
     assert ax.get_yscale() == "log"
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("Depth (layers)", "Max/min layer gradient norm")
@@ -133,7 +146,7 @@ def test_gradient_ratio_is_the_geometric_seed_mean_of_median_epoch_ratios(gradie
 
 def test_training_curves_average_the_seeds_that_did_not_diverge(gradient_runs):
     records, tables = gradient_runs
-    fig = plots.training_curves(tables["runs"], tables["epochs"])
+    fig = training_curves(tables["runs"], tables["epochs"])
     loss_ax, val_ax = fig.axes
     assert loss_ax.get_title() == "Cora, L=6 (1/6 diverged)"
     assert (loss_ax.get_ylabel(), val_ax.get_ylabel()) == ("Training loss", "Validation accuracy (%)")
@@ -154,14 +167,14 @@ def test_training_curves_average_the_seeds_that_did_not_diverge(gradient_runs):
 def test_accuracy_vs_alpha_uses_a_log_alpha_axis(tmp_path):
     records = write_grid(tmp_path, {"depth": [2, 4], "alpha": [0.5, 2.0, 8.0]}, model="gat-lip")
     runs = aggregate_runs([r["run_dir"] for r in records])["runs"]
-    fig = plots.accuracy_vs_alpha(runs)
+    fig = accuracy_vs_alpha(runs)
     assert [ax.get_title() for ax in fig.axes] == ["Cora, 2 layers", "Cora, 4 layers"]
     assert all(ax.get_xscale() == "log" and ax.get_xlabel() == "$\\alpha$" for ax in fig.axes)
     assert legend_texts(fig) == ["GAT-Lip"]
     assert line_of(fig.axes[1], "gat-lip").get_xdata() == pytest.approx([0.5, 2.0, 8.0])
     plt.close(fig)
     with pytest.raises(ValueError, match=r"alpha values \[0.0, 0.5, 2.0, 8.0\] must be > 0"):
-        plots.accuracy_vs_alpha(runs.assign(alpha=runs["alpha"].where(runs["depth"] == 4, 0.0)))
+        accuracy_vs_alpha(runs.assign(alpha=runs["alpha"].where(runs["depth"] == 4, 0.0)))
 
 
 def test_lipschitz_probe_is_log_log_per_input_kind():
@@ -170,7 +183,7 @@ def test_lipschitz_probe_is_log_log_per_input_kind():
          for m in ("gat-lip", "gat") for s in (1, 10, 100) for k in ("random", "adversarial")],
         columns=["model", "s", "kind", "estimate"],
     )
-    fig = plots.lipschitz_probe(probe)
+    fig = lipschitz_probe(probe)
     assert [ax.get_title() for ax in fig.axes] == ["adversarial inputs", "random inputs"]
     assert all(ax.get_xscale() == ax.get_yscale() == "log" for ax in fig.axes)
     assert [ax.get_xlabel() for ax in fig.axes] == ["Input scale $s$"] * 2
@@ -194,11 +207,11 @@ def test_epoch_time_vs_edges_plots_csbm_medians_per_implementation_and_marks_ski
     rows.append(("cora", "gat", 8, 8, 2, "gat", 13_264, 0, 99.0))
     times = pd.DataFrame(rows, columns=["dataset", "family", "heads", "hidden", "depth",
                                         "implementation", "edges", "round", "value"])
-    fig = plots.epoch_time_vs_edges(times)
+    fig = epoch_time_vs_edges(times)
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["GAT, depth 2, 8 × 8", "GAT, depth 10, 8 × 8", "GT, depth 2, 8 × 8",
                       "GT, depth 10, 8 × 8"]
-    gat_lip = [l for l in fig.axes[1].lines if to_hex(l.get_color()) == plots.BENCH_PALETTE["gat-lip"]]
+    gat_lip = [l for l in fig.axes[1].lines if to_hex(l.get_color()) == BENCH_PALETTE["gat-lip"]]
     assert len(gat_lip) == 1
     assert list(gat_lip[0].get_xdata()) == [10_000, 100_000]
     assert gat_lip[0].get_ydata() == pytest.approx([0.12, 1.2])
@@ -216,7 +229,7 @@ def diagnose_runs(tmp_path_factory):
     return records, aggregate_runs([r["run_dir"] for r in records])
 
 
-METRICS = list(plots.LAYER_METRICS)
+METRICS = list(LAYER_METRICS)
 METRIC_LABELS = ["Dirichlet energy", "MAD", "Rayleigh quotient", "1 − attention entropy", "Output norm"]
 LAST_EPOCH = BASE_CONFIG["epochs"] - 1
 
@@ -226,8 +239,8 @@ def seed_mean(metric, values):
     averages in the log axis' space); the entropy is drawn as 1 - entropy."""
     values = np.asarray(values, dtype=float)
     if metric == "attention_entropy":
-        values = np.maximum(1.0 - values, plots.COMPLEMENT_FLOOR)
-    return np.exp(np.log(np.maximum(values, plots.NORM_FLOOR)).mean())
+        values = np.maximum(1.0 - values, COMPLEMENT_FLOOR)
+    return np.exp(np.log(np.maximum(values, NORM_FLOOR)).mean())
 
 
 def styled_line(ax, colour, linestyle):
@@ -279,7 +292,7 @@ def check_model_dropout_panels(fig, records, x):
 
 def test_layerstats_by_layer_draws_seed_means_per_model_dropout_and_depth(diagnose_runs):
     records, tables = diagnose_runs
-    fig = plots.layerstats_by_layer(tables["runs"], tables["layerstats"])
+    fig = layerstats_by_layer(tables["runs"], tables["layerstats"])
     assert [ax.get_title() for ax in fig.axes[:2]] == ["2 layers", "6 layers"]
     assert all(ax.get_title() == "" for ax in fig.axes[2:])
     check_model_dropout_panels(fig, records, "layer")
@@ -288,18 +301,18 @@ def test_layerstats_by_layer_draws_seed_means_per_model_dropout_and_depth(diagno
 
 def test_layerstats_by_layer_floors_zero_energies_on_the_log_axis(diagnose_runs):
     _, tables = diagnose_runs
-    fig = plots.layerstats_by_layer(tables["runs"], tables["layerstats"])
+    fig = layerstats_by_layer(tables["runs"], tables["layerstats"])
     energy_6 = fig.axes[1]  # Dirichlet energy, depth 6
     gat = styled_line(energy_6, PALETTE["gat"], "--")
     # The synthetic GAT energy is exactly 0 from layer 5 on: drawn at the floor.
-    assert gat.get_ydata()[4:] == pytest.approx([plots.NORM_FLOOR] * 2, rel=1e-9)
+    assert gat.get_ydata()[4:] == pytest.approx([NORM_FLOOR] * 2, rel=1e-9)
     assert np.isfinite(gat.get_ydata()).all() and energy_6.get_ylim()[0] > 0
     plt.close(fig)
 
 
 def test_layerstats_by_epoch_draws_the_last_layer_over_epochs(diagnose_runs):
     records, tables = diagnose_runs
-    fig = plots.layerstats_by_epoch(tables["runs"], tables["layerstats"])
+    fig = layerstats_by_epoch(tables["runs"], tables["layerstats"])
     assert [ax.get_title() for ax in fig.axes[:2]] == ["Layer 2 of 2", "Layer 6 of 6"]
     check_model_dropout_panels(fig, records, "epoch")
     plt.close(fig)
@@ -309,21 +322,21 @@ def test_layerstats_figures_treat_a_missing_recipe_column_as_this_pipelines(diag
     records, tables = diagnose_runs
     runs = tables["runs"]
     older = runs.loc[runs["recipe"] == "lipnorm"].drop(columns="recipe")
-    fig = plots.layerstats_by_layer(older, tables["layerstats"])
+    fig = layerstats_by_layer(older, tables["layerstats"])
     check_model_dropout_panels(fig, records, "layer")
     plt.close(fig)
 
 
 def test_alpha_layerstats_draws_each_alpha_and_the_authors_recipe(diagnose_runs):
     records, tables = diagnose_runs
-    fig = plots.alpha_layerstats(tables["runs"], tables["layerstats"])
+    fig = alpha_layerstats(tables["runs"], tables["layerstats"])
     assert len(fig.axes) == len(METRICS)  # one depth (6) in the α study
     assert [ax.get_title() for ax in fig.axes] == METRIC_LABELS
     assert [ax.get_ylabel() for ax in fig.axes] == ["GAT-Lip, L=6\n(dropout 0)"] + [""] * 4
     assert all(ax.get_xlabel() == "Layer" for ax in fig.axes)
     alphas = [1.0, *DIAGNOSE_ALPHAS]
-    colours = plots.alpha_colours(alphas)
-    assert len(set(colours.values())) == 3 and plots.RECIPE_COLOUR not in colours.values()
+    colours = alpha_colours(alphas)
+    assert len(set(colours.values())) == 3 and RECIPE_COLOUR not in colours.values()
     assert legend_texts(fig) == [
         "$\\alpha$ = 1", "$\\alpha$ = 4", "$\\alpha$ = 16",
         "GAT-Lip, authors' recipe (8×64, dropout 0.6, 2 epochs)",
@@ -346,7 +359,7 @@ def test_alpha_layerstats_draws_each_alpha_and_the_authors_recipe(diagnose_runs)
         expected = [seed_mean(metric, [layer_stat(metric, **{**theirs, "layer": layer,
                                                              "epoch": OFFICIAL["epochs"] - 1})])
                     for layer in range(1, 7)]
-        line = styled_line(ax, plots.RECIPE_COLOUR, "-.")
+        line = styled_line(ax, RECIPE_COLOUR, "-.")
         assert line.get_ydata() == pytest.approx(expected, rel=1e-9)
     plt.close(fig)
 
@@ -355,7 +368,7 @@ def test_alpha_layerstats_needs_an_alpha_study(diagnose_runs):
     _, tables = diagnose_runs
     runs = tables["runs"]
     with pytest.raises(ValueError, match="no runs of this pipeline's recipe with alpha != 1"):
-        plots.alpha_layerstats(runs.loc[runs["alpha"] == 1], tables["layerstats"])
+        alpha_layerstats(runs.loc[runs["alpha"] == 1], tables["layerstats"])
 
 
 def test_layerstats_figures_name_finished_runs_without_statistics(diagnose_runs):
@@ -364,7 +377,7 @@ def test_layerstats_figures_name_finished_runs_without_statistics(diagnose_runs)
     lost = records[0]["run_dir"]
     message = f"no layer statistics (layerstats) for runs ['{lost}']"
     with pytest.raises(ValueError, match=re.escape(message)):
-        plots.layerstats_by_layer(tables["runs"], stats.loc[stats["run_dir"] != lost])
+        layerstats_by_layer(tables["runs"], stats.loc[stats["run_dir"] != lost])
 
 
 @pytest.mark.slow
@@ -375,9 +388,9 @@ def test_write_figures_of_diagnose_writes_every_stem_and_needs_layerstats(diagno
     tables["runs"].to_parquet(agg / "runs.parquet")
     with pytest.raises(ValueError,
                        match="layerstats.parquet does not exist; `lipnorm aggregate --out-dir"):
-        plots.write_figures("diagnose", agg, tmp_path / "figures")
+        write_figures("diagnose", agg, tmp_path / "figures")
     tables["layerstats"].to_parquet(agg / "layerstats.parquet")
-    written = plots.write_figures("diagnose", agg, tmp_path / "figures")
+    written = write_figures("diagnose", agg, tmp_path / "figures")
     assert [p.name for p in written] == [
         f"{s}.{ext}" for s in ["layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats"]
         for ext in ("pdf", "png")]
@@ -428,10 +441,10 @@ def test_write_figures_writes_pdf_and_png_for_every_stem(gradient_runs, tmp_path
     agg.mkdir()
     for name in ("runs", "gradnorms", "epochs"):
         tables[name].to_parquet(agg / f"{name}.parquet")
-    written = plots.write_figures("gradients", agg, tmp_path / "figures")
+    written = write_figures("gradients", agg, tmp_path / "figures")
     assert [p.name for p in written] == [
         f"{s}.{ext}" for s in FIGURES["gradients"] for ext in ("pdf", "png")]
     assert all(p.stat().st_size > 0 for p in written)
     assert plt.get_fignums() == []
     with pytest.raises(ValueError, match="probe.parquet does not exist; `lipnorm probe"):
-        plots.write_figures("lipschitz", agg, tmp_path / "figures")
+        write_figures("lipschitz", agg, tmp_path / "figures")

@@ -2,8 +2,8 @@
 summary.md are regenerated from its stored aggregates; the drift test checks every
 published folder under docs/results/ against the code.
 
-The synthetic tree is made of real aggregates and tables (written by `lipnorm.aggregate`
-and `lipnorm.tables` from synthetic run directories); its figures are placeholder bytes,
+The synthetic tree is made of real aggregates and tables (written by `lipnorm.results.aggregate`
+and `lipnorm.results.tables` from synthetic run directories); its figures are placeholder bytes,
 since publishing copies figures without reading them. Expected numbers are computed
 here with numpy from the values the runs were written with.
 """
@@ -27,12 +27,12 @@ from synthetic_runs import (
     write_remedies,
 )
 
-from lipnorm.aggregate import EXPERIMENTS, write_aggregate
+from lipnorm.results.aggregate import EXPERIMENTS, write_aggregate
 from lipnorm.cli import main
 from lipnorm.io import write_parquet
-from lipnorm.plots import FIGURES
-from lipnorm.publish import publish, read_runs, read_stored, regenerate
-from lipnorm.tables import write_tables
+from lipnorm.results.figures import FIGURES
+from lipnorm.results.publish import publish, read_runs, read_stored, regenerate
+from lipnorm.results.tables import write_tables
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS_COLUMNS = ["dataset", "missing_rate", "model", "depth", "alpha", "seed", "status",
@@ -535,7 +535,7 @@ def test_remedies_runs_csv_holds_the_remedy_settings_and_both_accuracies(tree, p
 
 
 def test_summary_remedies_tables_are_the_tables_of_the_runs(tree, published):
-    from lipnorm.tables import remedies_best, remedies_comparison, remedies_paired, remedies_selection
+    from lipnorm.results.tables.remedies import remedies_best, remedies_comparison, remedies_paired, remedies_selection
 
     records = tree[1]["remedies"]
     tables = summary_tables(published)

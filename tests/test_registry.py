@@ -20,13 +20,14 @@ import torch
 import yaml
 from torch import nn
 
-from lipnorm import aggregate, cli, data, grid, plan, plots, registry, train, train_config
+from lipnorm import cli, data, grid, plan, registry, train, train_config
 from lipnorm.nn import functional
 from lipnorm.nn.models import config as model_config
 from lipnorm.nn.models import deep, numbering
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.numbering import gradient_groups
+from lipnorm.results import aggregate, figures
 from lipnorm.train.trainer import prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,8 +145,8 @@ def test_lipnorms_own_lists_keep_what_they_were_and_add_the_baselines():
     assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn")
     assert registry.ATTENTION_NORMS == functional.NORMS
     assert registry.dataset_names() == data.DATASETS
-    assert plots.PALETTE == registry.palette("model")
-    assert {name: plots.PALETTE[name] for name in LEGACY_MODELS} == LEGACY_PALETTE
+    assert figures.PALETTE == registry.palette("model")
+    assert {name: figures.PALETTE[name] for name in LEGACY_MODELS} == LEGACY_PALETTE
     assert registry.palette("attention_norm") == {"none": LEGACY_PALETTE["gat"], "lip": LEGACY_PALETTE["gat-lip"]}
     assert registry.palette("norm") == {
         "none": "#949494", "pairnorm": LEGACY_PALETTE["gat-pairnorm"], "batchnorm": "#56b4e9", "dgn": "#fbafe4",
@@ -189,9 +190,9 @@ def test_a_registered_entry_appears_in_every_derived_list(user_entries):
     assert model_config.NORMS[-2:] == ("test-centre", "lip+test-centre")
     assert model_config._DEFAULT_DROPOUT["test-mean"] == (0.1, 0.0)
     assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn", "test-centre")
-    assert plots.PALETTE["test-mean"] == "#123456"
-    assert plots.PALETTE["test-mean-test-centre"] == "#654321"
-    assert plots.PALETTE["gat-lip-test-centre"] == "#abcdef"
+    assert figures.PALETTE["test-mean"] == "#123456"
+    assert figures.PALETTE["test-mean-test-centre"] == "#654321"
+    assert figures.PALETTE["gat-lip-test-centre"] == "#abcdef"
     assert aggregate.label("model", "gat-lip-test-centre") == "GAT-Lip+Centre"
     assert aggregate.label("dataset", "test-ring") == "Ring"
     assert aggregate.ordered("model", ["test-mean", "gat-test-centre", "gat"]) == ["gat", "gat-test-centre", "test-mean"]

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from lipnorm import remedies
+from lipnorm.results import remedies
 
 
 def runs_frame(rows):

@@ -16,22 +16,23 @@ from matplotlib.colors import to_hex
 from synthetic_runs import REMEDY_ARMS, REMEDY_DIVERGED, REMEDY_GRID, layer_stat, write_remedies
 from test_tables import parse_tabular
 
-from lipnorm import plots, registry
-from lipnorm.aggregate import aggregate_runs, write_aggregate
-from lipnorm.remedies import PUBLISHED, REMEDIES, remedy_label
-from lipnorm.tables import (
-    TABLES,
+from lipnorm import registry
+from lipnorm.results.aggregate import aggregate_runs, write_aggregate
+from lipnorm.results.figures import write_figures
+from lipnorm.results.figures.remedies import remedies_accuracy, remedies_mad, remedy_colours
+from lipnorm.results.remedies import PUBLISHED, REMEDIES, remedy_label
+from lipnorm.results.tables import TABLES, write_tables
+from lipnorm.results.tables.latex import render
+from lipnorm.results.tables.remedies import (
+    difference_text,
     remedies_best,
     remedies_best_table,
-    difference_text,
     remedies_comparison,
     remedies_paired,
     remedies_paired_table,
     remedies_selection,
     remedies_selection_table,
     remedies_table,
-    render,
-    write_tables,
 )
 
 DATASETS = {"cora": "Cora", "citeseer": "CiteSeer"}
@@ -287,7 +288,7 @@ def facet_places(fig):
 
 def test_remedies_accuracy_facets_lines_published_star_and_diverged_cross(remedies_runs):
     records, tables = remedies_runs
-    fig = plots.remedies_accuracy(tables["runs"])
+    fig = remedies_accuracy(tables["runs"])
     # One block per dataset, one facet per remedy: four remedies fill one row of four.
     assert len(fig.axes) == len(DATASETS) * len(REMEDY_ARMS)
     assert facet_places(fig) == [(DATASETS[d], remedy_label(r), 0, j) for d in DATASETS
@@ -336,7 +337,7 @@ def test_remedies_accuracy_wraps_seven_remedies_into_rows_of_four():
              "best_val_test": rng.uniform(0.3, 0.8), "run_dir": f"{remedy}/{dataset}/{norm}/{depth}/{seed}"}
             for remedy, arm in ALL_ARMS.items() for dataset in DATASETS for norm in MODELS
             for depth in ALL_DEPTHS for seed in range(2)]
-    fig = plots.remedies_accuracy(pd.DataFrame(rows))
+    fig = remedies_accuracy(pd.DataFrame(rows))
     assert len(fig.axes) == 2 * 7
     assert facet_places(fig) == [(DATASETS[d], remedy_label(r), *divmod(k, 4)) for d in DATASETS
                                  for k, r in enumerate(ALL_ARMS)]
@@ -354,12 +355,12 @@ def test_remedies_accuracy_wraps_seven_remedies_into_rows_of_four():
 
 def test_remedies_mad_draws_each_remedy_and_attention_norm_at_the_deepest_depth(remedies_runs):
     records, tables = remedies_runs
-    fig = plots.remedies_mad(tables["runs"], tables["layerstats"])
+    fig = remedies_mad(tables["runs"], tables["layerstats"])
     axes = fig.axes
     deepest = max(REMEDY_GRID["depth"])
     assert [ax.get_title() for ax in axes] == [f"{DATASETS[d]}, {deepest} layers" for d in DATASETS]
     assert all(ax.get_yscale() == "log" for ax in axes)
-    colours = plots.remedy_colours(list(REMEDY_ARMS))
+    colours = remedy_colours(list(REMEDY_ARMS))
     assert len(set(colours.values())) == len(REMEDY_ARMS)
     for dataset, ax in zip(DATASETS, axes):
         lines = lines_of(ax)
@@ -386,7 +387,7 @@ def test_write_figures_of_remedies(remedies_runs, tmp_path):
     agg.mkdir()
     for name in ("runs", "layerstats"):
         tables[name].to_parquet(agg / f"{name}.parquet")
-    written = plots.write_figures("remedies", agg, tmp_path / "figures")
+    written = write_figures("remedies", agg, tmp_path / "figures")
     assert [p.name for p in written] == [f"{s}.{ext}" for s in ("remedies_accuracy", "remedies_mad")
                                          for ext in ("pdf", "png")]
     assert plt.get_fignums() == []

@@ -12,14 +12,10 @@ import pytest
 from system_deps import missing_packages_message
 from synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid, write_remedies
 
-from lipnorm.aggregate import aggregate_runs, load_table, write_aggregate
-from lipnorm.tables import (
-    TABLES,
-    classic_table,
-    diagnose_table,
-    missing_features_table,
-    write_tables,
-)
+from lipnorm.results.aggregate import aggregate_runs, load_table, write_aggregate
+from lipnorm.results.tables import TABLES, write_tables
+from lipnorm.results.tables.accuracy import classic_table, missing_features_table
+from lipnorm.results.tables.diagnose import diagnose_table
 
 MODELS = {"gat": "GAT", "gat-lip": "GAT-Lip", "gt": "GT", "gt-lip": "GT-Lip"}
 DATASETS = {"cora": "Cora", "citeseer": "CiteSeer", "csbm": "CSBM"}
@@ -255,10 +251,10 @@ def test_tables_compile_with_pdflatex(depth, diagnose, tmp_path):
 
 
 
-@pytest.mark.parametrize("module", ["lipnorm.tables", "lipnorm.publish"])
+@pytest.mark.parametrize("module", ["lipnorm.results.tables", "lipnorm.results.publish", "lipnorm.bench"])
 def test_tables_and_publishing_load_no_plotting_library(module):
     """Writing a LaTeX table or publishing results needs no matplotlib or seaborn (the
-    analysis they share with the figures lives in lipnorm.analysis)."""
+    analysis they share with the figures lives in lipnorm.results.analysis)."""
     import os
     import sys
     from pathlib import Path
@@ -278,7 +274,7 @@ def test_tables_and_publishing_load_no_plotting_library(module):
 def test_markdown_writes_the_latex_cells_as_plain_text():
     import pandas as pd
 
-    from lipnorm.tables import markdown
+    from lipnorm.results.tables.markdown import markdown
 
     text = pd.DataFrame({"A": ["83.0 $\\pm$ 0.7 (n=3)", "--"],
                          "B": ["$1.2 \\times 10^{-7}$", "diverged (1/3)"]},

@@ -71,8 +71,8 @@ def job_counts(output: str) -> dict[str, int]:
 
 def expected_job_counts(config: dict) -> dict[str, int]:
     """Job counts computed from the config alone, independently of lipnorm.grid."""
-    from lipnorm.plots import FIGURES
-    from lipnorm.tables import TABLES
+    from lipnorm.results.figures import FIGURES
+    from lipnorm.results.tables import TABLES
 
     experiments = config["experiments"]
     trains, seed_lists, masks, downloads = 0, 0, set(), set()
@@ -199,8 +199,8 @@ def test_schema_csbm_fields_are_the_csbm_parameters():
 
 
 def test_every_experiment_has_tables_and_figures_entries():
-    from lipnorm.plots import FIGURES
-    from lipnorm.tables import TABLES
+    from lipnorm.results.figures import FIGURES
+    from lipnorm.results.tables import TABLES
 
     experiments = set(yaml.safe_load(SCHEMA.read_text())["properties"]["experiments"]["properties"])
     assert set(TABLES) == experiments == set(FIGURES)
@@ -572,8 +572,8 @@ def test_format_number_is_exact_and_has_no_exponent():
 
 
 def final_targets(workdir: Path, config: dict) -> list[Path]:
-    from lipnorm.plots import FIGURES
-    from lipnorm.tables import TABLES
+    from lipnorm.results.figures import FIGURES
+    from lipnorm.results.tables import TABLES
 
     out = []
     for name in config["experiments"]:
@@ -720,7 +720,7 @@ def json_load(path: Path) -> dict:
 def test_remedies_presets_cross_every_remedy_with_gat_and_gat_lip(dataset):
     """7 remedies (one arm each) x GAT/GAT-Lip x depths 2-30 x 3 seeds on one dataset."""
     experiment = load_preset(f"remedies-{dataset}")["experiments"]["remedies"]
-    from lipnorm import remedies
+    from lipnorm.results import remedies
 
     assert list(experiment["arms"]) == list(remedies.REMEDIES)
     assert expected_job_counts(load_preset(f"remedies-{dataset}"))["train"] == 7 * 2 * 5 * 3
@@ -742,7 +742,7 @@ def test_literature_presets_cross_every_remedy_with_gat_and_gat_lip_under_the_dg
     recipe dgn, 100 % missing features."""
     preset = load_preset(f"literature-{dataset}")
     experiment = preset["experiments"]["remedies"]
-    from lipnorm import remedies
+    from lipnorm.results import remedies
 
     assert list(experiment["arms"]) == list(remedies.REMEDIES)
     # Every remedy's seeds in one job per seed list (DropEdge's included).

@@ -21,9 +21,9 @@ EMPTY = "--"  # a model and depth without runs
 
 
 def gap_cells(runs):
-    """Per model and depth, the gap in points over seeds (`lipnorm.aggregate.seed_cells`:
+    """Per model and depth, the gap in points over seeds (`lipnorm.results.aggregate.seed_cells`:
     mean, std, n; no mean where a seed diverged)."""
-    from lipnorm.aggregate import seed_cells
+    from lipnorm.results.aggregate import seed_cells
 
     return seed_cells(runs.assign(test_metric=runs["final_train"] - runs["test_metric"]), ["model", "depth"])
 
@@ -32,8 +32,8 @@ def gap_table(runs):
     """Models (rows) by depth (columns), `mean $\\pm$ std (n=N)` of the gap; nothing bold."""
     import numpy as np
 
-    from lipnorm.aggregate import label, ordered
-    from lipnorm.tables import cell_texts
+    from lipnorm.results.aggregate import label, ordered
+    from lipnorm.results.tables.cells import cell_texts
 
     cells = gap_cells(runs)
     cells["text"] = cell_texts(cells)
@@ -49,7 +49,7 @@ def gap_figure(runs):
     import matplotlib.pyplot as plt
 
     from lipnorm import registry
-    from lipnorm.aggregate import label, ordered
+    from lipnorm.results.aggregate import label, ordered
 
     cells = gap_cells(runs)
     models = ordered("model", cells["model"])
@@ -66,7 +66,7 @@ def gap_figure(runs):
 
 def gap_section(folder, runs):
     """The published summary's section: the table, as Markdown."""
-    from lipnorm.tables import markdown
+    from lipnorm.results.tables.markdown import markdown
 
     return [
         "Training accuracy at the last epoch minus test accuracy (points): mean ± std over n seeds.",

@@ -290,7 +290,7 @@ def _print_paths(paths) -> int:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
-    from lipnorm.aggregate import read_run_list, write_aggregate
+    from lipnorm.results.aggregate import read_run_list, write_aggregate
 
     run_dirs = list(args.run_dirs)
     if args.runs_from is not None:
@@ -301,13 +301,13 @@ def _aggregate(args: argparse.Namespace) -> int:
 
 
 def _tables(args: argparse.Namespace) -> int:
-    from lipnorm.tables import write_tables
+    from lipnorm.results.tables import write_tables
 
     return _print_paths(write_tables(args.experiment, args.aggregate_dir, args.out_dir))
 
 
 def _plots(args: argparse.Namespace) -> int:
-    from lipnorm.plots import write_figures
+    from lipnorm.results.figures import write_figures
 
     return _print_paths(write_figures(args.experiment, args.aggregate_dir, args.out_dir))
 
@@ -447,7 +447,7 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from lipnorm.publish import publish
+    from lipnorm.results.publish import publish
 
     return _print_paths(publish(args.results_root, args.out))
 

@@ -9,7 +9,7 @@ from snakemake.utils import validate
 
 from lipnorm import experiments, grid, numbers, plan, registry
 from lipnorm.train import seed_group
-from lipnorm.aggregate import AGGREGATE_TABLES
+from lipnorm.results.aggregate import AGGREGATE_TABLES
 
 # `make run` calls .venv/bin/snakemake without activating the venv: the `lipnorm`
 # entry point sits beside the interpreter running Snakemake, so jobs find it first.
@@ -221,8 +221,8 @@ def run_summaries(wildcards):
 
 
 def write_run_list(path, dirs, log):
-    """`lipnorm.aggregate.write_run_list`, and one line in the rule's log."""
-    from lipnorm.aggregate import write_run_list as write
+    """`lipnorm.results.aggregate.write_run_list`, and one line in the rule's log."""
+    from lipnorm.results.aggregate import write_run_list as write
 
     write(path, dirs)
     with open(log, "w") as file:

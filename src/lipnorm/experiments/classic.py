@@ -5,6 +5,6 @@ from lipnorm.experiments.registry import Output, register_experiment
 register_experiment(
     "classic",
     title="classic GAT next to the published numbers",
-    tables=(Output("classic_table", "lipnorm.tables:classic_table"),),
-    section="lipnorm.publish:classic_section",
+    tables=(Output("classic_table", "lipnorm.results.tables.accuracy:classic_table"),),
+    section="lipnorm.results.sections:classic_section",
 )

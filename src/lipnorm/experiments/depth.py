@@ -6,9 +6,9 @@ register_experiment(
     "depth",
     title="accuracy vs depth",
     tables=(
-        Output("depth_accuracy_table", "lipnorm.tables:depth_table"),
-        Output("missing_features_table", "lipnorm.tables:missing_features_table"),
+        Output("depth_accuracy_table", "lipnorm.results.tables.accuracy:depth_table"),
+        Output("missing_features_table", "lipnorm.results.tables.accuracy:missing_features_table"),
     ),
-    figures=(Output("depth_accuracy", "lipnorm.plots:accuracy_vs_depth"),),
-    section="lipnorm.publish:depth_section",
+    figures=(Output("depth_accuracy", "lipnorm.results.figures.accuracy:accuracy_vs_depth"),),
+    section="lipnorm.results.sections:depth_section",
 )

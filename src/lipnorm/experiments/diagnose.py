@@ -1,7 +1,7 @@
 """diagnose: why deep models fail, per layer (gradients, oversmoothing, attention saturation).
 
 Published besides `runs.csv`: the rows of the aggregate's `layerstats` and `gradnorms`
-that the diagnose table reads (`lipnorm.publish.store_diagnose`), so that the table is
+that the diagnose table reads (`lipnorm.results.publish.store_diagnose`), so that the table is
 rendered again from them.
 """
 
@@ -22,18 +22,18 @@ STORED_TABLES = {
 register_experiment(
     "diagnose",
     title="why deep models fail (gradients, oversmoothing, attention saturation)",
-    tables=(Output("diagnose_table", "lipnorm.tables:diagnose_table", ("runs", "layerstats", "gradnorms")),),
+    tables=(Output("diagnose_table", "lipnorm.results.tables.diagnose:diagnose_table", ("runs", "layerstats", "gradnorms")),),
     figures=(
-        Output("layerstats_by_layer", "lipnorm.plots:layerstats_by_layer", ("runs", "layerstats")),
-        Output("layerstats_by_epoch", "lipnorm.plots:layerstats_by_epoch", ("runs", "layerstats")),
-        Output("alpha_layerstats", "lipnorm.plots:alpha_layerstats", ("runs", "layerstats")),
+        Output("layerstats_by_layer", "lipnorm.results.figures.layerstats:layerstats_by_layer", ("runs", "layerstats")),
+        Output("layerstats_by_epoch", "lipnorm.results.figures.layerstats:layerstats_by_epoch", ("runs", "layerstats")),
+        Output("alpha_layerstats", "lipnorm.results.figures.layerstats:alpha_layerstats", ("runs", "layerstats")),
     ),
-    section="lipnorm.publish:diagnose_section",
+    section="lipnorm.results.sections:diagnose_section",
     config=grid_or_arms_config("per-layer diagnostics of deep models; one grid, or several arms"),
     run_keys=RUN_KEYS,
     run_columns=RUN_COLUMNS,
-    prepare_runs="lipnorm.analysis:with_recipes",
-    store="lipnorm.publish:store_diagnose",
-    load_stored="lipnorm.publish:load_diagnose",
+    prepare_runs="lipnorm.results.analysis:with_recipes",
+    store="lipnorm.results.publish:store_diagnose",
+    load_stored="lipnorm.results.publish:load_diagnose",
     stored_files=tuple(file for file, _ in STORED_TABLES.values()),
 )

@@ -2,19 +2,19 @@
 
 from lipnorm.experiments.registry import Output, register_experiment
 
-# Published per run: RUN_KEYS and `grad_ratio` (`lipnorm.publish.store_gradient_ratios`).
+# Published per run: RUN_KEYS and `grad_ratio` (`lipnorm.results.publish.store_gradient_ratios`).
 RATIOS_FILE = "gradient_ratios.csv"
 
 register_experiment(
     "gradients",
     title="gradient norm ratio across layers",
     figures=(
-        Output("gradient_heatmaps", "lipnorm.plots:gradient_heatmaps", ("runs", "gradnorms")),
-        Output("gradient_ratio", "lipnorm.plots:gradient_ratio", ("runs", "gradnorms")),
-        Output("training_curves", "lipnorm.plots:training_curves", ("runs", "epochs")),
+        Output("gradient_heatmaps", "lipnorm.results.figures.training:gradient_heatmaps", ("runs", "gradnorms")),
+        Output("gradient_ratio", "lipnorm.results.figures.training:gradient_ratio", ("runs", "gradnorms")),
+        Output("training_curves", "lipnorm.results.figures.training:training_curves", ("runs", "epochs")),
     ),
-    section="lipnorm.publish:gradients_section",
-    store="lipnorm.publish:store_gradient_ratios",
+    section="lipnorm.results.sections:gradients_section",
+    store="lipnorm.results.publish:store_gradient_ratios",
     stored_files=(RATIOS_FILE,),
     named_in_every_summary=True,
 )

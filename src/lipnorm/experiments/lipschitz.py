@@ -9,12 +9,12 @@ PROBE_COLUMNS = ("model", "s", "kind", "estimate")
 register_experiment(
     "lipschitz",
     title="empirical Lipschitz constant",
-    figures=(Output("lipschitz_probe", "lipnorm.plots:lipschitz_probe", ("probe",)),),
-    section="lipnorm.publish:lipschitz_section",
+    figures=(Output("lipschitz_probe", "lipnorm.results.figures.probe:lipschitz_probe", ("probe",)),),
+    section="lipnorm.results.sections:lipschitz_section",
     config={"$ref": "#/$defs/probe_experiment"},
     trains=False,
     aggregate_tables=("probe",),
-    store="lipnorm.publish:store_probe",
+    store="lipnorm.results.publish:store_probe",
     stored_files=(PROBE_FILE,),
     named_in_every_summary=True,
 )

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from lipnorm.registry import Factory, check_factory, check_new, resolve
 
 # The settings that identify a cell of a published `runs.csv`, and its columns
-# (`lipnorm.publish`), unless an experiment declares its own.
+# (`lipnorm.results.publish`), unless an experiment declares its own.
 CELL_SETTINGS = ("dataset", "missing_rate", "model", "depth", "alpha")
 RUN_KEYS = (*CELL_SETTINGS, "seed")
 RUN_COLUMNS = (*RUN_KEYS, "status", "metric", "test_metric")
@@ -48,7 +48,7 @@ STEM_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
 class Output:
     """A table or a figure of an experiment: its file stem, and `builder(*tables)`, the
     function that builds it from the aggregate tables named in `inputs`, in order (a
-    table: `(text, bold)`, `lipnorm.tables.render`; a figure: a matplotlib Figure)."""
+    table: `(text, bold)`, `lipnorm.results.tables.latex.render`; a figure: a matplotlib Figure)."""
 
     stem: str
     builder: Factory
@@ -141,7 +141,7 @@ def register_experiment(
       `workflow/report/<stem>.rst`).
     - `section`: ``section(folder, runs) -> list[str]``, the lines of its part of the
       published `summary.md`, rendered from its published folder alone (`runs`: its
-      stored `runs.csv` as `lipnorm.publish.read_runs` reads it; None without runs).
+      stored `runs.csv` as `lipnorm.results.publish.read_runs` reads it; None without runs).
     - `config`: the JSON schema of its block in the workflow config (default one grid,
       `GRID_CONFIG`; `grid_or_arms_config` for one grid or several arms).
     - `trains`: whether it trains one run per grid point (the workflow's train and

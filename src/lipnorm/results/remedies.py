@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lipnorm import registry
-from lipnorm.aggregate import seed_cells
+from lipnorm.results.aggregate import seed_cells
 
 # Order of rows and legends; the names of the settings' values.
 REMEDIES = ("none", "batchnorm", "pairnorm", "dgn", "dropedge", "residual", "initial-residual")

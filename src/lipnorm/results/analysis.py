@@ -3,8 +3,9 @@ without drawing anything: the diagnose grid and each run's recipe, the last logg
 of the layer statistics and how each metric is named and shown, and the gradient-norm
 ratios across layers.
 
-`lipnorm.tables` and `lipnorm.publish` import this module and not `lipnorm.plots`, so
-writing a LaTeX table or publishing results loads no matplotlib or seaborn (tested).
+`lipnorm.results.tables` and `lipnorm.results.publish` import this module and not
+`lipnorm.results.figures`, so writing a LaTeX table or publishing results loads no
+matplotlib or seaborn (tested).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lipnorm.aggregate import label
+from lipnorm.results.aggregate import label
 
 # Norms below float32's smallest normal number are rounding noise, not a measurement;
 # flooring them keeps the max/min ratio finite.
