@@ -73,7 +73,7 @@ def test_the_readme_and_the_cluster_page_quote_the_paper_presets_plan():
     prints with the shipped coefficients: recalibrating means quoting anew."""
     from lipnorm import plan
 
-    shipped = plan.load_coefficients(ROOT / "src" / "lipnorm" / plan.DEFAULT_COEFFICIENTS)
+    shipped = plan.load_coefficients(ROOT / "src" / "lipnorm" / "plan" / plan.DEFAULT_COEFFICIENTS)
     report = plan.config_report(plan.read_config(ROOT / "config" / "presets" / "paper.yaml"), shipped)
     assert report.startswith("coefficients: cpu") and "total          2480" in report
     assert report in (ROOT / "README.md").read_text()

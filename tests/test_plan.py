@@ -257,8 +257,8 @@ def test_a_missing_calibration_file_is_an_error_naming_it(tmp_path):
 
 def test_the_shipped_coefficients_are_package_data():
     pyproject = (REPO / "pyproject.toml").read_text()
-    assert 'lipnorm = ["plan_coefficients.json"]' in pyproject
-    assert (REPO / "src" / "lipnorm" / plan.DEFAULT_COEFFICIENTS).is_file()
+    assert '"lipnorm.plan" = ["plan_coefficients.json"]' in pyproject
+    assert (REPO / "src" / "lipnorm" / "plan" / plan.DEFAULT_COEFFICIENTS).is_file()
 
 
 def test_calibration_points_stay_small():
@@ -313,7 +313,7 @@ def test_calibrate_fits_what_it_measured_and_writes_the_file(tmp_path, monkeypat
     memory = dict.fromkeys(plan.MEMORY_TERMS, 3.0) | {"base": 600.0}
     seconds = dict.fromkeys(plan.TIME_TERMS, 0.2)
     rows = iter(synthetic_measurements(memory, seconds))
-    monkeypatch.setattr(plan, "measure", lambda point, threads, device, workdir: next(rows))
+    monkeypatch.setattr(plan.calibration, "measure", lambda point, threads, device, workdir: next(rows))
     lines = []
     fitted = plan.calibrate(tmp_path / "mine.json", threads=2, progress=lines.append)
     assert len(lines) == len(plan.calibration_points()) and lines[0].startswith(f"[1/{len(lines)},")
@@ -386,7 +386,7 @@ def test_a_plugin_dataset_without_sizes_is_loaded_once_to_count_them(monkeypatch
         assert sizes.edges == graph.num_edges() - loops + graph.num_nodes()
     finally:
         registry.unregister("dataset", "test-counted")
-        plan._LOADED_SIZES.pop("test-counted", None)
+        plan.sizes._LOADED_SIZES.pop("test-counted", None)
 
 
 def test_dataset_sizes_must_be_positive_integers():

@@ -517,7 +517,7 @@ def test_cli_rejects_bad_settings_with_exit_code_2(tmp_path, capsys, flags, mess
 def test_cli_recipe_choices_are_the_library_recipes(tmp_path, capsys):
     from lipnorm.recipes import RECIPES
 
-    assert cli.RECIPES == RECIPES
+    assert cli.train.RECIPES == RECIPES
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--recipe", "pyg", "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
@@ -793,13 +793,14 @@ def test_prepare_maps_large_tensors_under_checkpointing_and_cluster_batches(tmp_
 HUGE_PAGES_PROBE = """
 import json, sys, torch
 from lipnorm import cli
+from lipnorm.cli import plan, train
 def probe(args):
     small = [torch.empty(3) for _ in range(16)]
     large = torch.ones(64 << 18)  # 64 MiB
     huge_kb = [int(line.split()[1]) for line in open("/proc/self/smaps_rollup") if line.startswith("AnonHugePages")]
     print(json.dumps({"aligned": all(t.data_ptr() % 4096 == 0 for t in small), "huge_kb": huge_kb[0]}))
     return 0
-cli._train = cli._plan = probe
+train._train = plan._plan = probe
 cli.main(sys.argv[1:])
 """
 

@@ -1,0 +1,97 @@
+"""The `lipnorm` command line: one entry point, one subcommand per stage.
+
+Each group of subcommands has its module, which adds their parsers and holds their
+handlers: `data`, `train`, `results` (aggregate, tables, plots, publish), `bench`
+(bench, probe) and `plan`; `common` what they share, `extras` the optional extra a
+missing module comes from. Heavy imports (torch, dgl) happen inside the handlers so
+that `lipnorm --help` and argument errors are instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+
+# Names, labels and colours only: no torch (the factories are imported when a model is built).
+from lipnorm import registry
+from lipnorm.cli import bench, data, plan, results, train
+from lipnorm.cli.common import UsageError
+from lipnorm.cli.extras import extra_modules, missing_extra
+
+__all__ = ["main", "build_parser", "UsageError", "request_huge_pages", "extra_modules", "missing_extra"]
+
+# The commands that train or time training: their large tensors on transparent huge
+# pages (`request_huge_pages`).
+HUGE_PAGE_COMMANDS = ("train", "bench")
+# PyTorch's CPU allocator (2.1 and later, on Linux) advises transparent huge pages
+# (madvise MADV_HUGEPAGE) for tensors of 2 MB and more, and aligns every CPU tensor to a
+# page, when this is "1" at the process's first CPU allocation (read once, then kept).
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `lipnorm` parser: every subcommand, each with its handler (`args.handler`); torch-free."""
+    parser = argparse.ArgumentParser(prog="lipnorm", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    data.add_parsers(sub)
+    train.add_parsers(sub)
+    results.add_parsers(sub)
+    bench.add_parsers(sub)
+    bench.add_probe_parser(sub)
+    results.add_publish_parser(sub)
+    plan.add_parsers(sub)
+    return parser
+
+
+def request_huge_pages() -> bool:
+    """Ask PyTorch to back this process's large CPU tensors with transparent huge pages
+    (2 MB pages), unless `THP_MEM_ALLOC_ENABLE` is already set: True if asked or set to 1.
+
+    A tensor that gets a mapping of its own
+    (`lipnorm.train.tuning.retain_freed_memory(map_large_tensors=True)`) is faulted in anew
+    each time it is allocated; with 2 MB pages that is one fault per 2 MB instead of one
+    per 4 KB, which makes mapping large tensors nearly as fast as reusing the heap
+    (docs/performance.md, "Memory allocation"). Effective only when called before the
+    process allocates its first CPU tensor (`main` calls it for `HUGE_PAGE_COMMANDS`
+    before it imports anything that may allocate one: it lives here, not among the
+    training modules, whose import does); where the kernel gives no huge pages
+    (`/sys/kernel/mm/transparent_hugepage/enabled` is `never`) nothing changes but the
+    alignment. Not Linux: nothing is done (False).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    os.environ.setdefault(HUGE_PAGES_ENV, "1")
+    return os.environ[HUGE_PAGES_ENV] == "1"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `lipnorm` command `argv` (default: sys.argv); its exit status. Bad input
+    (`UsageError`, ValueError) exits 2 with `lipnorm: error: ...`; a missing extra exits 1
+    naming it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command in HUGE_PAGE_COMMANDS:
+        # Before this process allocates its first tensor, or PyTorch ignores it.
+        request_huge_pages()
+    try:
+        # First: a plugin's names are valid settings of the command.
+        registry.load_plugins(getattr(args, "plugins", None))
+        return int(args.handler(args) or 0)
+    except (UsageError, ValueError) as err:
+        parser.error(str(err))
+    except ImportError as err:
+        # A slim install (`pip install lipnorm`) lacks the extras some commands need.
+        missing = missing_extra(err)
+        if missing is None:
+            raise
+        module, extra = missing
+        parser.exit(1, f"lipnorm {args.command}: needs {module}, from the {extra!r} extra: "
+                       f"pip install 'lipnorm[{extra}]'\n")
+    finally:
+        # torch and dgl leave ~10^6 objects; the collection at interpreter exit walked
+        # them all for ~1.5 s per process (grids run thousands). Nothing collectable
+        # matters once the command is done.
+        gc.freeze()
+    return 0

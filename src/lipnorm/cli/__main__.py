@@ -1,0 +1,5 @@
+import sys
+
+from lipnorm.cli import main
+
+sys.exit(main())
