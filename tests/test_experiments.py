@@ -21,6 +21,7 @@ import yaml
 from synthetic_runs import write_grid
 
 from lipnorm import experiments, grid, numbers, registry
+from lipnorm.registry import plugins
 from lipnorm.results.aggregate import write_aggregate
 from lipnorm.cli import build_parser, main
 from lipnorm.experiments import Output, register_experiment, unregister_experiment
@@ -125,7 +126,7 @@ def gap():
     registry.load_plugin(str(GAP))
     yield experiments.experiment("gap")
     unregister_experiment("gap")
-    registry._LOADED_PLUGINS.pop(str(GAP.resolve()))
+    plugins._LOADED_PLUGINS.pop(str(GAP.resolve()))
 
 
 GAP_GRID = {"model": ["gat", "gat-lip"], "depth": [2, 4]}

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lipnorm import registry
 from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.conv.gt import GTConv
 from lipnorm.nn.models.build import build_model
@@ -330,8 +331,25 @@ def test_residual_gt_is_rejected():
 
 
 def test_deep_model_rejects_unknown_norm():
-    with pytest.raises(ValueError, match="unknown norm 'layernorm'; allowed: none, lip, pairnorm, lip\\+pairnorm"):
+    with pytest.raises(ValueError, match="unknown norm 'layernorm'; allowed: none, pairnorm, batchnorm, dgn"):
         DeepGAT(IN_FEATS, NUM_CLASSES, norm="layernorm")
+    # The two normalisations are two arguments: no composite "lip+pairnorm" string.
+    with pytest.raises(ValueError, match="unknown norm 'lip\\+pairnorm'"):
+        DeepGAT(IN_FEATS, NUM_CLASSES, norm="lip+pairnorm")
+    with pytest.raises(ValueError, match="architecture 'gt' has no attention_norm 'pairnorm'"):
+        DeepGT(IN_FEATS, NUM_CLASSES, attention_norm="pairnorm")
+
+
+@pytest.mark.parametrize("cls, model", [(DeepGAT, "gat-lip-pairnorm"), (DeepGAT, "gat-batchnorm"), (DeepGT, "gt-lip")])
+def test_deep_model_of_separate_norms_is_the_one_its_name_builds(cls, model):
+    _, attention_norm, norm = registry.parse_model(model)
+    torch.manual_seed(3)
+    direct = cls(IN_FEATS, NUM_CLASSES, depth=3, heads=2, hidden=3, attention_norm=attention_norm, norm=norm).eval()
+    named = seeded_model(config(model, depth=3), seed=3).eval()
+    assert type(named) is cls
+    assert direct.state_dict().keys() == named.state_dict().keys()
+    assert all(torch.equal(value, named.state_dict()[key]) for key, value in direct.state_dict().items())
+    assert torch.equal(direct(small_graph(), features()), named(small_graph(), features()))
 
 
 def test_deep_models_take_architecture_dropouts_by_default():

@@ -49,9 +49,9 @@ LEGACY_DATASET_LABELS = {
     "cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed", "coauthor-cs": "CoauthorCS",
     "ppi": "PPI", "ogbn-arxiv": "ogbn-arxiv", "csbm": "CSBM",
 }
-LEGACY_DEEP_NORMS = {
-    "gat": "none", "gat-lip": "lip", "gat-pairnorm": "pairnorm", "gat-lip-pairnorm": "lip+pairnorm",
-    "gt": "none", "gt-lip": "lip",
+LEGACY_PARTS = {
+    "gat": ("gat", "none", "none"), "gat-lip": ("gat", "lip", "none"), "gat-pairnorm": ("gat", "none", "pairnorm"),
+    "gat-lip-pairnorm": ("gat", "lip", "pairnorm"), "gt": ("gt", "none", "none"), "gt-lip": ("gt", "lip", "none"),
 }
 
 
@@ -137,8 +137,9 @@ def test_lipnorms_own_lists_keep_what_they_were_and_add_the_baselines():
     assert [name for name in names if name in LEGACY_MODELS] == list(LEGACY_MODELS)
     assert sorted(set(names) - set(LEGACY_MODELS)) == sorted(BASELINE_MODELS)
     assert model_config.MODEL_NAMES == names
-    assert {name: model_config.DEEP_NORMS[name] for name in LEGACY_DEEP_NORMS} == LEGACY_DEEP_NORMS
-    assert model_config.NORMS == ("none", "lip", "pairnorm", "lip+pairnorm", "batchnorm", "lip+batchnorm", "dgn", "lip+dgn")
+    assert {name: registry.parse_model(name) for name in LEGACY_PARTS} == LEGACY_PARTS
+    assert all(registry.compose_model(*parts) == name for name, parts in LEGACY_PARTS.items())
+    assert registry.norm_names() == ("none", "pairnorm", "batchnorm", "dgn")
     assert model_config._DEFAULT_DROPOUT == {
         "gat": (0.6, 0.3), "gt": (0.5, 0.3), "gat-classic": (0.6, 0.6), "gcn": (0.5, 0.0),
     }
@@ -186,8 +187,8 @@ def test_a_registered_entry_appears_in_every_derived_list(user_entries):
     added = ["gat-test-centre", "gat-lip-test-centre", "test-mean", "test-mean-pairnorm", "test-mean-test-centre"]
     for name in added:
         assert name in model_config.MODEL_NAMES and name in registry.model_names()
-    assert model_config.DEEP_NORMS["gat-lip-test-centre"] == "lip+test-centre"
-    assert model_config.NORMS[-2:] == ("test-centre", "lip+test-centre")
+    assert registry.parse_model("gat-lip-test-centre") == ("gat", "lip", "test-centre")
+    assert registry.norm_names()[-1] == "test-centre"
     assert model_config._DEFAULT_DROPOUT["test-mean"] == (0.1, 0.0)
     assert train_config.NORM_EXTRAS == ("pairnorm", "batchnorm", "dgn", "test-centre")
     assert figures.PALETTE["test-mean"] == "#123456"

@@ -51,10 +51,6 @@ def format_number(value: float | int) -> str:
     return text
 
 
-# Optional grid axes that recompose every model of `models` (`grid_models`).
-MODEL_AXES = (("attention_norms", 1), ("norms", 2))
-
-
 def grid_models(grid: Mapping[str, Iterable]) -> list[str]:
     """The model names of a grid: each of `models`, with its attention normalisation
     replaced by each of `attention_norms` and its representation normalisation by each
@@ -64,15 +60,8 @@ def grid_models(grid: Mapping[str, Iterable]) -> list[str]:
     """
     names = []
     for model in grid["models"]:
-        combinations = [list(registry.parse_model(model))]
-        for key, position in MODEL_AXES:
-            if key in grid:
-                combinations = [
-                    [*parts[:position], value, *parts[position + 1 :]]
-                    for parts in combinations
-                    for value in grid[key]
-                ]
-        names += [registry.compose_model(*parts) for parts in combinations]
+        for attention_norm, norm in itertools.product(grid.get("attention_norms", [None]), grid.get("norms", [None])):
+            names.append(registry.compose_model(*registry.model_parts(model, None, attention_norm, norm)))
     return list(dict.fromkeys(names))
 
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from lipnorm import data, registry
 from lipnorm.recipes import recipe_defaults
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
-from lipnorm.nn.models.config import ModelConfig, combine_parts
+from lipnorm.nn.models.config import ModelConfig
 
 
 PROTOCOLS = ("best-val", "official")
@@ -209,10 +209,8 @@ class TrainConfig:
 
     def model_parts(self) -> tuple[str, str, str]:
         """`(architecture, attention_norm, norm)` of the run (see the class docstring)."""
-        model = self.model if self.norm_extra is None else _fold_norm_extra(self.model, self.norm_extra)
-        if self.norm_extra is not None and self.norm not in (None, self.norm_extra):
-            raise ValueError(f"norm_extra={self.norm_extra!r} and norm={self.norm!r} disagree; give one")
-        return combine_parts(model, self.architecture, self.attention_norm, self.norm)
+        norm = self.norm if self.norm_extra is None else _norm_of_extra(self.model, self.norm_extra, self.norm)
+        return registry.model_parts(self.model, self.architecture, self.attention_norm, norm)
 
     def resolved(self) -> TrainConfig:
         """Validated copy: the recipe's defaults filled in, `norm_extra` folded into
@@ -232,22 +230,23 @@ class TrainConfig:
         )
 
 
-def _fold_norm_extra(model: str, norm_extra: str) -> str:
-    """`gat` + `pairnorm` -> `gat-pairnorm` (idempotent on a model that has it)."""
+def _norm_of_extra(model: str, norm_extra: str, norm: str | None) -> str:
+    """The `norm` that `norm_extra` (its older spelling: a normalisation added to
+    `model`) names; ValueError on one the model cannot take, or a `norm` saying otherwise."""
     extras = norm_extras()
     if norm_extra not in extras:
         raise ValueError(f"unknown norm_extra {norm_extra!r}; allowed: {', '.join(extras)}")
-    if model.endswith(f"-{norm_extra}"):
-        return model
-    combined = f"{model}-{norm_extra}"
-    names = registry.model_names()
-    allowed = [name for name in names if name.endswith(f"-{norm_extra}")]
-    if combined not in names:
-        raise ValueError(
-            f"norm_extra {norm_extra!r} cannot be added to model {model!r}; it exists for: "
-            f"{', '.join(name.removesuffix(f'-{norm_extra}') for name in allowed)}"
-        )
-    return combined
+    architecture, _, has = registry.parse_model(model)
+    why = (
+        f"architecture {architecture!r} takes no representation normalisation"
+        if not registry.architecture(architecture).norms
+        else f"it has norm {has!r}" if has not in (registry.NO_NORM, norm_extra) else None
+    )
+    if why:
+        raise ValueError(f"norm_extra {norm_extra!r} cannot be added to model {model!r}: {why}")
+    if norm not in (None, norm_extra):
+        raise ValueError(f"norm_extra={norm_extra!r} and norm={norm!r} disagree; give one")
+    return norm_extra
 
 
 _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}

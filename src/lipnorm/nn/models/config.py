@@ -1,6 +1,6 @@
-"""The configuration of a model (`ModelConfig`: a model name of the registry and its
-settings, validated and resolved), and the lists derived from the registry that name the
-models, their `norm` options and their dropout defaults.
+"""The configuration of a model (`ModelConfig`: a model name of the registry, or its
+parts, and its settings, validated and resolved), and the lists derived from the registry
+that name the models and their dropout defaults.
 """
 
 from __future__ import annotations
@@ -20,27 +20,6 @@ from lipnorm.recipes import RECIPES
 OFFICIAL_MODELS = ("gat", "gat-lip", "gat-pairnorm")
 
 
-def deep_norms() -> dict[str, str]:
-    """Model name -> its `norm` option as the deep models spell it (`none`, `lip`,
-    `pairnorm`, `lip+pairnorm`, ...)."""
-    return {name: norm_option(*registry.parse_model(name)[1:]) for name in registry.model_names()}
-
-
-def norm_option(attention_norm: str, norm: str) -> str:
-    parts = [part for part in (attention_norm, norm) if part != "none"]
-    return "+".join(parts) or "none"
-
-
-def norm_options() -> tuple[str, ...]:
-    """The deep models' `norm` options: `none`, `lip`, then each normalisation without
-    and with LipschitzNorm."""
-    return tuple(
-        norm_option(attention_norm, norm)
-        for norm in registry.norm_names()
-        for attention_norm in registry.ATTENTION_NORMS
-    )
-
-
 def default_dropout() -> dict[str, tuple[float, float]]:
     """Architecture -> (feature dropout, attention dropout) by default."""
     return {name: registry.architecture(name).dropout for name in registry.architecture_names()}
@@ -49,8 +28,6 @@ def default_dropout() -> dict[str, tuple[float, float]]:
 # The registry-derived lists, computed on access so that a plugin's entries appear.
 _DERIVED = {
     "MODEL_NAMES": registry.model_names,
-    "DEEP_NORMS": deep_norms,
-    "NORMS": norm_options,
     "_DEFAULT_DROPOUT": default_dropout,
 }
 
@@ -119,7 +96,7 @@ class ModelConfig:
 
     def parts(self) -> tuple[str, str, str]:
         """`(architecture, attention_norm, norm)`: `model`'s, with the given ones instead."""
-        return combine_parts(self.model, self.architecture, self.attention_norm, self.norm)
+        return registry.model_parts(self.model, self.architecture, self.attention_norm, self.norm)
 
     def resolved(self) -> ModelConfig:
         """A validated copy with the model's parts and the dropout defaults of the
@@ -175,19 +152,6 @@ class ModelConfig:
         if not math.isfinite(self.dgn_skip_weight):
             raise ValueError(f"dgn_skip_weight must be a finite number, got {self.dgn_skip_weight!r}")
         PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
-
-
-def combine_parts(
-    model: str, architecture: str | None, attention_norm: str | None, norm: str | None
-) -> tuple[str, str, str]:
-    """`model`'s `(architecture, attention_norm, norm)` with each one given instead of
-    its part; ValueError naming a value the registry does not have, or a combination
-    the architecture does not take."""
-    parsed = registry.parse_model(model)
-    given = (architecture, attention_norm, norm)
-    parts = tuple(part if value is None else value for value, part in zip(given, parsed))
-    registry.compose_model(*parts)  # raises on an unknown part or combination
-    return parts
 
 
 def check_initial_residual(alpha: float) -> None:

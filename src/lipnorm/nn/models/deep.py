@@ -44,8 +44,6 @@ from lipnorm.nn.models.config import (
     ModelConfig,
     check_initial_residual,
     check_recipe,
-    norm_option,
-    norm_options,
 )
 from lipnorm.nn.models.init import pyg_glorot_
 from lipnorm.nn.models.literature import LiteratureGAT
@@ -59,8 +57,10 @@ from lipnorm.recipes import RECIPES
 class _DeepAttentionNet(nn.Module):
     """Input Linear, `depth` graph layers, output Linear (see the module docstring).
 
-    `norm`: `none`, `lip`, a registered normalisation (`pairnorm`) or `lip+<it>`
-    (`norm_options`). `feat_drop`/`attn_drop` None = the architecture's default.
+    `attention_norm`: `none` or `lip` (LipschitzNorm in the attention layers, for an
+    architecture registered with `lip=True`); `norm`: `none` or a registered
+    representation normalisation (`pairnorm`, ...) after each layer.
+    `feat_drop`/`attn_drop` None = the architecture's default.
     """
 
     architecture: str  # a name in lipnorm.registry
@@ -73,6 +73,7 @@ class _DeepAttentionNet(nn.Module):
         depth: int = 2,
         heads: int = 8,
         hidden: int = 8,
+        attention_norm: str = "none",
         norm: str = "none",
         alpha: float = 1.0,
         variant: str = "paper",
@@ -89,13 +90,8 @@ class _DeepAttentionNet(nn.Module):
     ):
         super().__init__()
         check_initial_residual(initial_residual)
-        allowed = norm_options()
-        if norm not in allowed:
-            raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(allowed)}")
-        parts = norm.split("+")
-        attention_norm = "lip" if "lip" in parts else "none"
-        representation_norm = next((part for part in parts if part not in registry.ATTENTION_NORMS), "none")
-        model_name = registry.compose_model(self.architecture, attention_norm, representation_norm)
+        # Raises on an unknown value, or a combination the architecture does not have.
+        model_name = registry.compose_model(self.architecture, attention_norm, norm)
         entry = registry.architecture(self.architecture)
         default_feat, default_attn = entry.dropout
         width = heads * hidden
@@ -120,7 +116,7 @@ class _DeepAttentionNet(nn.Module):
                 hidden,
                 heads,
                 residual,
-                norm=attention_norm,
+                attention_norm=attention_norm,
                 alpha=alpha,
                 variant=variant,
                 attn_drop=attn_drop,
@@ -132,7 +128,7 @@ class _DeepAttentionNet(nn.Module):
             heads=heads, hidden=hidden, alpha=alpha, variant=variant, residual=residual,
             feat_drop=self.feat_drop, attn_drop=attn_drop, pairnorm_mode=pairnorm_mode,
             pairnorm_scale=pairnorm_scale, architecture=self.architecture,
-            attention_norm=attention_norm, norm=representation_norm,
+            attention_norm=attention_norm, norm=norm,
             batchnorm_momentum=batchnorm_momentum, dgn_skip_weight=dgn_skip_weight,
         )
         add_norms(self, config, [width] * depth)
@@ -147,7 +143,8 @@ class _DeepAttentionNet(nn.Module):
             depth=cfg.depth,
             heads=cfg.heads,
             hidden=cfg.hidden,
-            norm=norm_option(cfg.attention_norm, cfg.norm),
+            attention_norm=cfg.attention_norm,
+            norm=cfg.norm,
             alpha=cfg.alpha,
             variant=cfg.variant,
             residual=cfg.residual,
@@ -163,8 +160,9 @@ class _DeepAttentionNet(nn.Module):
         )
 
     def _make_layer(
-        self, in_feats: int, out_feats: int, heads: int, residual: bool, **options: Any
+        self, in_feats: int, out_feats: int, heads: int, residual: bool, *, attention_norm: str, **options: Any
     ) -> nn.Module:
+        """One graph layer; `attention_norm` is what the layers take as `norm` (DGL-style)."""
         raise NotImplementedError
 
     _norms = representation_norms
@@ -246,8 +244,10 @@ class DeepNet(_DeepAttentionNet):
     def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepNet:
         return super().from_config(cfg, architecture=cfg.architecture, **options)
 
-    def _make_layer(self, in_feats, out_feats, heads, residual, norm, **options):
-        return self._layer_factory(in_feats, out_feats, heads, attention_norm=norm, residual=residual, **options)
+    def _make_layer(self, in_feats, out_feats, heads, residual, *, attention_norm, **options):
+        return self._layer_factory(
+            in_feats, out_feats, heads, attention_norm=attention_norm, residual=residual, **options
+        )
 
 
 class DeepGAT(_DeepAttentionNet):
@@ -312,8 +312,8 @@ class DeepGAT(_DeepAttentionNet):
             return LiteratureGAT.from_config(cfg)
         return super().from_config(cfg, recipe=cfg.recipe, **options)
 
-    def _make_layer(self, in_feats, out_feats, heads, residual, **options):
-        return GATConv(in_feats, out_feats, heads, residual=residual, **options)
+    def _make_layer(self, in_feats, out_feats, heads, residual, *, attention_norm, **options):
+        return GATConv(in_feats, out_feats, heads, residual=residual, norm=attention_norm, **options)
 
 
 class DeepGT(_DeepAttentionNet):
@@ -321,7 +321,7 @@ class DeepGT(_DeepAttentionNet):
 
     architecture = "gt"
 
-    def _make_layer(self, in_feats, out_feats, heads, residual, **options):
+    def _make_layer(self, in_feats, out_feats, heads, residual, *, attention_norm, **options):
         if residual:
             raise ValueError(NO_GT_RESIDUAL)
-        return GTConv(in_feats, out_feats, heads, skip=True, **options)
+        return GTConv(in_feats, out_feats, heads, skip=True, norm=attention_norm, **options)

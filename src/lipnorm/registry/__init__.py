@@ -1,0 +1,42 @@
+"""Registries of architectures, representation normalisations and datasets, and plugins.
+
+Every list of names the project uses (model names, the workflow schema's enums, CLI
+help, labels and colours of tables and figures, the dropout defaults, the layers that
+gradient logging and layer statistics see) is derived from what is registered here
+(GraphGym-style `register_*` functions). A plugin (`load_plugins`: a Python file or an
+importable module, `lipnorm train --plugin`, the workflow's `plugins:`) registers its
+own with the same functions, and nothing inside `src/lipnorm` needs an edit.
+
+By concept: `entries` (what an entry is, its capability flags, the tables, lookups,
+`resolve`), `register` (the `register_*` functions), `grammar` (model names: an
+architecture, an attention normalisation and a representation normalisation composed as
+`<architecture>[-lip][-<norm>]`: `compose_model`, `parse_model`, `model_parts`,
+`model_names`), `labels` (labels and colours), `plugins` (`load_plugin`, `load_plugins`),
+`builtin` (lipnorm's own entries). This face is what users and plugins import. None of it imports torch, numpy or
+another lipnorm module: names, labels and colours are plain data, and the factories are
+`"module:attribute"` strings (or callables, for plugins) resolved when a model is built.
+"""
+
+from lipnorm.registry.entries import (
+    ARCHITECTURES, ATTENTION_NORMS, BUILTIN_DATASETS, DATASETS, NAME_PATTERN, NO_NORM, NORMS, PARAMETER_GROUPS,
+    Architecture, Dataset, DatasetSizes, Factory, Norm, architecture, architecture_names, check_factory, check_new,
+    dataset, dataset_names, norm, norm_names, resolve,
+)
+from lipnorm.registry.grammar import compose_model, model_names, model_parts, parse_model
+from lipnorm.registry.labels import (
+    AXIS_COLOURS, AXIS_LABELS, NO_NORM_COLOUR, SPARE_COLOURS, colour, figure_palette, label, model_colour,
+    model_label, names, palette,
+)
+from lipnorm.registry.plugins import load_plugin, load_plugins
+from lipnorm.registry.register import register_architecture, register_dataset, register_norm, unregister
+from lipnorm.registry import builtin  # noqa: E402,F401  lipnorm's own entries, registered once
+
+__all__ = [
+    "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASETS", "NAME_PATTERN", "NO_NORM", "NORMS",
+    "PARAMETER_GROUPS", "Architecture", "Dataset", "DatasetSizes", "Factory", "Norm", "architecture",
+    "architecture_names", "check_factory", "check_new", "dataset", "dataset_names", "norm", "norm_names",
+    "resolve", "compose_model", "model_names", "model_parts", "parse_model", "AXIS_COLOURS", "AXIS_LABELS",
+    "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label", "model_colour", "model_label",
+    "names", "palette", "load_plugin", "load_plugins", "register_architecture", "register_dataset",
+    "register_norm", "unregister",
+]

@@ -1,0 +1,181 @@
+"""The registry's entries: what an architecture, a representation normalisation and a
+dataset are (`Architecture`, with the capability flags its runs are planned and trained
+by; `Norm`; `Dataset` and the `DatasetSizes` the planner reads), the tables holding them
+(`ARCHITECTURES`, `NORMS`, `DATASETS`), their lookups, the checks every registry shares
+(`check_new`, `check_factory`, also `lipnorm.experiments`'s) and `resolve`, which turns
+a factory into the callable it names. Registering is `lipnorm.registry.register`'s.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Union
+
+# lipnorm's own datasets, which `lipnorm.data` loads (its DATASETS); spelt here so that
+# this module imports nothing (not even numpy): the CLI starts with it.
+BUILTIN_DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
+# LipschitzNorm off or on in the attention layers (lipnorm.nn.functional.NORMS).
+ATTENTION_NORMS = ("none", "lip")
+NO_NORM = "none"
+# The gradient groups a parameter can belong to (lipnorm.nn.models.numbering.GROUPS).
+PARAMETER_GROUPS = ("fc", "attn", "bias", "res", "norm")
+
+Factory = Union[Callable[..., Any], str]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A registered network (see `register_architecture`): its factory, its looks, and
+    the capability flags its runs are built, trained and planned by (`lip`, `norms`,
+    `attention`, `projections`, `seeds_together`, `checkpointable`, `full_batch_only`)."""
+
+    name: str
+    label: str
+    colour: str
+    lip_colour: str | None
+    layer: Factory | None
+    model: Factory | None
+    lip: bool
+    norms: bool
+    attention: bool
+    dropout: tuple[float, float]
+    parameter_groups: Mapping[str, str] = field(default_factory=dict)
+    projections: int = 1
+    seeds_together: Factory | None = None
+    checkpointable: bool = False
+    full_batch_only: bool = False
+
+    @property
+    def attention_norms(self) -> tuple[str, ...]:
+        return ATTENTION_NORMS if self.lip else (NO_NORM,)
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A registered representation normalisation (see `register_norm`)."""
+
+    name: str
+    label: str
+    colour: str
+    lip_colour: str
+    factory: Factory | None
+    attribute: str = "norms"
+
+
+@dataclass(frozen=True)
+class DatasetSizes:
+    """What a dataset's training costs grow with (`lipnorm.plan`): nodes, edges as the
+    model sees them (symmetrised where the loader does, one self-loop per node
+    included), feature columns and classes (labels, for a multilabel dataset); and,
+    where known, the training split's nodes, whose feature rows missing features never
+    erase (the rows a row-pruned first layer keeps, `lipnorm.nn.row_pruned`)."""
+
+    nodes: int
+    edges: int
+    features: int
+    classes: int
+    train_nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("nodes", "edges", "features", "classes", "train_nodes"):
+            value = getattr(self, key)
+            if key == "train_nodes" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"dataset sizes: {key}={value!r} must be a positive integer")
+        if self.train_nodes is not None and self.train_nodes > self.nodes:
+            raise ValueError(f"dataset sizes: train_nodes={self.train_nodes} exceeds nodes={self.nodes}")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A registered dataset (see `register_dataset`); `load` None = `lipnorm.data`'s own."""
+
+    name: str
+    label: str
+    colour: str
+    load: Factory | None
+    sizes: DatasetSizes | None = None
+
+
+ARCHITECTURES: dict[str, Architecture] = {}
+NORMS: dict[str, Norm] = {}
+DATASETS: dict[str, Dataset] = {}
+
+# Names become path segments, wildcards and parts of model names (joined by "-").
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def check_new(kind: str, name: str, registered: Mapping[str, Any]) -> None:
+    """ValueError unless `name` is a valid name of a `kind` not in `registered` yet
+    (shared by every registry: this module's, `lipnorm.experiments`)."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"{kind} name {name!r} must be a non-empty lower-case string of letters, digits "
+            "and '-', starting with a letter or digit"
+        )
+    if name in registered:
+        raise ValueError(f"{kind} {name!r} is registered already")
+    if kind == "norm" and name in ATTENTION_NORMS:
+        raise ValueError(f"norm name {name!r} is an attention_norm value; choose another name")
+
+
+def check_factory(kind: str, name: str, what: str, factory: Any) -> None:
+    """ValueError unless `factory` is a callable or a `"module:attribute"` string (`resolve`)."""
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise ValueError(
+            f"{kind} {name!r}: {what} must be a callable or a 'module:attribute' string, got {factory!r}"
+        )
+
+
+def unknown(kind: str, name: Any, names: Iterable[str]) -> ValueError:
+    """The error for a `kind` value `name` that is not one of `names`."""
+    return ValueError(f"unknown {kind} {name!r}; allowed: {', '.join(names)}")
+
+
+def architecture(name: str) -> Architecture:
+    if name not in ARCHITECTURES:
+        raise unknown("architecture", name, ARCHITECTURES)
+    return ARCHITECTURES[name]
+
+
+def norm(name: str) -> Norm | None:
+    """The entry of `name`; None for "none"."""
+    if name == NO_NORM:
+        return None
+    if name not in NORMS:
+        raise unknown("norm", name, norm_names())
+    return NORMS[name]
+
+
+def dataset(name: str) -> Dataset:
+    if name not in DATASETS:
+        raise unknown("dataset", name, DATASETS)
+    return DATASETS[name]
+
+
+def architecture_names() -> tuple[str, ...]:
+    return tuple(ARCHITECTURES)
+
+
+def norm_names() -> tuple[str, ...]:
+    """"none", then the registered normalisations."""
+    return (NO_NORM, *NORMS)
+
+
+def dataset_names() -> tuple[str, ...]:
+    return tuple(DATASETS)
+
+
+
+def resolve(factory: Factory) -> Callable[..., Any]:
+    """A factory itself, or the attribute a `"module:attribute"` string names (imported now)."""
+    if callable(factory):
+        return factory
+    module_name, _, attribute = factory.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target

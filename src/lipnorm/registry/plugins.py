@@ -1,0 +1,58 @@
+"""Plugins: a Python file or an importable module that registers its own entries
+(`lipnorm.registry.register_*`, `lipnorm.experiments.register_experiment`) when imported;
+`lipnorm train --plugin`, the other commands' `--plugin` and the workflow's `plugins:`
+load them (`load_plugins`) before anything reads the registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+_LOADED_PLUGINS: dict[str, Any] = {}
+
+
+def load_plugin(spec: str) -> Any:
+    """Import a plugin: a Python file (a path, or a name ending in ``.py``) or an
+    importable module, which registers entries when imported. Loading one twice is a
+    no-op. A missing file or module, or one whose import raises, is a ValueError
+    naming it and why."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"plugin must be a file path or a module name, got {spec!r}")
+    as_path = Path(spec)
+    is_file = spec.endswith(".py") or "/" in spec or as_path.is_file()
+    key = str(as_path.resolve()) if is_file else spec
+    if key in _LOADED_PLUGINS:
+        return _LOADED_PLUGINS[key]
+    if is_file:
+        if not as_path.is_file():
+            raise ValueError(f"plugin file {spec!r} does not exist")
+        module_name = f"lipnorm_plugin_{as_path.stem}_{len(_LOADED_PLUGINS)}"
+        module_spec = importlib.util.spec_from_file_location(module_name, as_path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        where = f"plugin file {spec!r}"
+        load = lambda: module_spec.loader.exec_module(module)  # noqa: E731
+    else:
+        where = f"plugin module {spec!r}"
+        if importlib.util.find_spec(spec.split(".")[0]) is None:
+            raise ValueError(f"{where} is neither a file nor an importable module")
+        module = None
+        load = lambda: importlib.import_module(spec)  # noqa: E731
+    try:
+        loaded = load()
+    except Exception as err:
+        if is_file:
+            sys.modules.pop(module_name, None)
+        raise ValueError(f"{where} failed to import: {type(err).__name__}: {err}") from err
+    module = module if is_file else loaded
+    _LOADED_PLUGINS[key] = module
+    return module
+
+
+def load_plugins(specs: Iterable[str] | None) -> list[Any]:
+    """`load_plugin` of each, in order."""
+    return [load_plugin(spec) for spec in specs or ()]
