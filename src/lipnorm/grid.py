@@ -36,6 +36,8 @@ NUMBER_REGEX = r"\d+(\.\d+)?"
 def format_number(value: float | int) -> str:
     """Spell a number for a path or a command line: shortest exact decimal, no exponent.
 
+    Examples
+    --------
     >>> [format_number(v) for v in (1, 1.0, 0.1, 1e-05, 0.25, 100)]
     ['1', '1', '0.1', '0.00001', '0.25', '100']
     """
