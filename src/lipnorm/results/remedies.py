@@ -162,6 +162,19 @@ def _seed_stats(values: pd.Series) -> tuple[float, float]:
     return scores.mean(), (scores.std(ddof=1) if len(scores) > 1 else np.nan)
 
 
+def _candidates(cell: pd.DataFrame, by) -> list[tuple]:
+    """`(key, val mean, test mean, test std, n)`, % over seeds, for each group of `cell`
+    by `by` in which no seed diverged (a mean over the survivors would flatter it)."""
+    candidates = []
+    for key, group in cell.groupby(by):
+        if (group["status"] == "diverged").any():
+            continue
+        val_mean, _ = _seed_stats(group["best_val_val"])
+        test_mean, test_std = _seed_stats(group["best_val_test"])
+        candidates.append((key, val_mean, test_mean, test_std, len(group)))
+    return candidates
+
+
 def select_depths(runs: pd.DataFrame, keys: tuple[str, ...] = CELL_KEYS) -> pd.DataFrame:
     """Per cell of `keys` (runs carry a `remedy` column, `remedy_of`), the depth each rule
     (`RULES`) chooses and the test accuracy there, % over seeds:
@@ -181,13 +194,7 @@ def select_depths(runs: pd.DataFrame, keys: tuple[str, ...] = CELL_KEYS) -> pd.D
     keys = list(keys)
     rows = []
     for key, cell in runs.groupby(keys, sort=False):
-        candidates = []
-        for depth, group in cell.groupby("depth"):
-            if (group["status"] == "diverged").any():
-                continue
-            val_mean, _ = _seed_stats(group["best_val_val"])
-            test_mean, test_std = _seed_stats(group["best_val_test"])
-            candidates.append((int(depth), val_mean, test_mean, test_std, len(group)))
+        candidates = [(int(depth), *stats) for depth, *stats in _candidates(cell, "depth")]
         if not candidates:
             continue
         by_val = max(candidates, key=lambda c: (c[1], -c[0]))
@@ -224,13 +231,7 @@ def best_by_validation(runs: pd.DataFrame) -> pd.DataFrame:
     rank = {name: index for index, name in enumerate(remedy_order(runs["remedy"]))}
     rows = []
     for (dataset, attention_norm), cell in runs.groupby(["dataset", "attention_norm"], sort=False):
-        candidates = []
-        for (remedy, depth), group in cell.groupby(["remedy", "depth"]):
-            if (group["status"] == "diverged").any():
-                continue
-            val_mean, _ = _seed_stats(group["best_val_val"])
-            test_mean, test_std = _seed_stats(group["best_val_test"])
-            candidates.append((remedy, int(depth), val_mean, test_mean, test_std, len(group)))
+        candidates = [(remedy, int(depth), *stats) for (remedy, depth), *stats in _candidates(cell, ["remedy", "depth"])]
         if not candidates:
             continue
         remedy, depth, val_mean, test_mean, test_std, n = max(
