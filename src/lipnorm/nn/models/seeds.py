@@ -33,7 +33,6 @@ from typing import Sequence
 import dgl
 import torch
 import torch.nn.functional as F
-from dgl.nn.functional import edge_softmax
 from torch import nn
 
 from lipnorm.nn.conv.gat import GATConv
@@ -44,7 +43,6 @@ from lipnorm.nn.norm.pairnorm import EPS as PAIRNORM_EPS
 from lipnorm.nn.norm.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
-from lipnorm.nn.sparse import neighbour_weighted_sum
 
 __all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
 
@@ -69,7 +67,7 @@ def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator
 
 
 class _SeedAttentionDropout(nn.Module):
-    """Attention dropout on `(E, S*H, 1)` attention: seed s's heads from its generator,
+    """Attention dropout of `(E, S*H, 1)` attention: seed s's heads from its generator,
     over the edges its DropEdge kept where `kept` `(E, S)` is given (its separate run
     draws its mask over the graph of those edges, in their order)."""
 
@@ -78,21 +76,26 @@ class _SeedAttentionDropout(nn.Module):
         self.p = p
         self.generators = generators  # the network's list, filled by `set_generators`
 
-    def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+    def multiplier(self, shape: tuple[int, int, int], dtype: torch.dtype, kept: torch.Tensor | None) -> torch.Tensor | None:
+        """The mask / (1 - p) of attention of `shape` `(E, S*H, 1)`; None where none applies."""
         if not self.training or self.p == 0:
-            return attention
-        if kept is None:
-            return seed_dropout(attention, self.p, self.generators, dim=1)
-        parts = attention.chunk(len(self.generators), dim=1)
+            return None
+        edges, heads, _ = shape
+        part = (edges, heads // len(self.generators), 1)
         masks = []
-        for seed, (part, generator) in enumerate(zip(parts, self.generators)):
+        for seed, generator in enumerate(self.generators):
+            if kept is None:
+                masks.append(torch.empty(part, dtype=dtype).bernoulli_(1 - self.p, generator=generator))
+                continue
             rows = torch.nonzero(kept[:, seed]).squeeze(1)
-            mask = torch.zeros_like(part)
-            mask[rows] = torch.empty((len(rows), *part.shape[1:]), dtype=part.dtype, device=part.device).bernoulli_(
-                1 - self.p, generator=generator
-            )
+            mask = torch.zeros(part, dtype=dtype)
+            mask[rows] = torch.empty((len(rows), *part[1:]), dtype=dtype).bernoulli_(1 - self.p, generator=generator)
             masks.append(mask)
-        return attention * (torch.cat(masks, dim=1) / (1 - self.p))
+        return torch.cat(masks, dim=1).div_(1 - self.p)
+
+    def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+        multiplier = self.multiplier(tuple(attention.shape), attention.dtype, kept)
+        return attention if multiplier is None else attention * multiplier
 
 
 class _SeedGATConv(GATConv):
@@ -110,7 +113,7 @@ class _SeedGATConv(GATConv):
         seeds = len(layers)
         super().__init__(
             first.in_feats, first.out_feats, seeds * first.num_heads, bias=False, norm=first.norm,
-            alpha=first.alpha, variant=first.variant, eps=first.eps,
+            alpha=first.alpha, variant=first.variant, eps=first.eps, fused=True,
         )
         self.seeds = seeds
         self.heads_per_seed = first.num_heads
@@ -124,18 +127,14 @@ class _SeedGATConv(GATConv):
         self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators)
 
     def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None) -> torch.Tensor:
-        if kept is None:
-            return super().forward(graph, feat)
-        with graph.local_scope():
-            h_dst, ft = self._project(graph, feat)
-            head_kept = kept.repeat_interleave(self.heads_per_seed, dim=1).unsqueeze(-1)  # (E, S*H, 1)
-            scores = self.leaky_relu(self._scores(graph, ft, edge_mask=head_kept))
-            # -inf: exp gives 0 (each node keeps its self-loop, so its max is finite).
-            attention = edge_softmax(graph, scores.masked_fill(~head_kept, float("-inf")))
-            rst = neighbour_weighted_sum(graph, ft, self.attn_drop(attention, kept))
-            if self.res_fc is not None:
-                rst = rst + self._heads(self.res_fc, h_dst)
-            return rst
+        h_dst, ft = self._project(graph, feat)
+        rst, _ = self._attend(graph, ft, head_mask=kept)
+        if self.res_fc is not None:
+            rst = rst + self._heads(self.res_fc, h_dst)
+        return rst
+
+    def _attention_dropout(self, shape, like, head_mask=None):
+        return self.attn_drop.multiplier(shape, like.dtype, head_mask)
 
     def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | RowPruned):
         # (S, N, in) x (S, in, H*D) -> (N, S*H, D); the residual sees the input seed by seed.
