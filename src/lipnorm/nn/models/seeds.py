@@ -126,12 +126,12 @@ class _SeedGATConv(GATConv):
             self.res_fc = nn.Identity()
         self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators)
 
-    def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None, get_attention: bool = False):
         h_dst, ft = self._project(graph, feat)
-        rst, _ = self._attend(graph, ft, head_mask=kept)
+        rst, attention = self._attend(graph, ft, head_mask=kept, get_attention=get_attention)
         if self.res_fc is not None:
             rst = rst + self._heads(self.res_fc, h_dst)
-        return rst
+        return (rst, attention) if get_attention else rst
 
     def _attention_dropout(self, shape, like, head_mask=None):
         return self.attn_drop.multiplier(shape, like.dtype, head_mask)
@@ -328,8 +328,15 @@ class SeedBatchedGAT(nn.Module):
                 ).bernoulli_(keep, generator=generator)
         return pruned._replace(values=values * noise.div_(keep))
 
-    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
-        """`kept` `(E, S)` bool: the edges each seed's DropEdge kept this step (None: all)."""
+    def forward(
+        self, graph: dgl.DGLGraph, feat: torch.Tensor, kept: torch.Tensor | None = None, layer_outputs: list | None = None
+    ) -> torch.Tensor:
+        """`kept` `(E, S)` bool: the edges each seed's DropEdge kept this step (None: all).
+
+        `layer_outputs`, a list: each layer appends its output `(N, S*H, D)` and attention
+        `(E, S*H, 1)` (seed s: heads ``s*H .. (s+1)*H - 1``), what a `LiteratureGAT`'s
+        layer returns with ``get_attention=True``, for the layer statistics.
+        """
         if feat.dim() == 3 and feat.shape[0] != self.seeds:
             raise ValueError(f"feat has shape {tuple(feat.shape)}; expected (N, F) or (S, N, F) with S = {self.seeds}")
         if kept is not None and (tuple(kept.shape) != (graph.num_edges(), self.seeds) or kept.dtype != torch.bool):
@@ -344,7 +351,11 @@ class SeedBatchedGAT(nn.Module):
                 h = self._first_input(feat)
             elif self.training and i == last:
                 h = seed_dropout(h, self.feat_drop, self.generators, dim=0)
-            rst = layer(graph, h, kept)  # (N, S*H, D)
+            if layer_outputs is None:
+                rst = layer(graph, h, kept)  # (N, S*H, D)
+            else:
+                rst, attention = layer(graph, h, kept, get_attention=True)
+                layer_outputs.append((rst, attention))
             rst = rst.reshape(rst.shape[0], self.seeds, -1)  # (N, S, H*D)
             if h0 is not None and self.initial_residual and i < last:
                 rst = initial_residual(rst, h0, self.initial_residual)
