@@ -426,12 +426,15 @@ def test_residual_is_a_setting_that_reaches_the_model(tmp_path, capsys):
 # --- a user's architecture, normalisation and dataset ------------------------------------
 
 
-def test_a_users_layer_needs_its_parameter_groups_declared(user_entries):
+def test_a_users_linear_needs_no_declared_parameter_group(user_entries):
+    # MeanConv's projection `lin` is an nn.Linear: its weight is fc by default, its bias bias.
     registry.unregister("architecture", "test-mean")
     registry.register_architecture("test-mean", label="Mean", colour="#123456", layer=mean_conv, attention=False)
     net = build_model(ModelConfig(model="test-mean", in_feats=3, num_classes=2, depth=2))
-    with pytest.raises(ValueError, match=r"parameter 'lin.weight' has no gradient group; .*parameter_groups=\{'lin.weight': GROUP\}"):
-        gradient_groups(net)
+    groups = {(index, group): params for index, kind, group, params in gradient_groups(net)}
+    for index in (1, 2):
+        assert [id(p) for p in groups[index, "fc"]] == [id(net.layers[index - 1].lin.weight)]
+        assert [id(p) for p in groups[index, "bias"]] == [id(net.layers[index - 1].lin.bias)]
 
 
 def test_declared_parameter_groups_come_before_the_rules():
