@@ -6,13 +6,15 @@ subcommand's usage on an error, and one line per config problem."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import dgl
 import pytest
 import torch
 from torch import nn
 
-from lipnorm import registry
+from lipnorm import cli, registry
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.numbering import gradient_groups
@@ -79,3 +81,112 @@ def test_a_parameter_no_rule_places_is_an_error_showing_the_registration_that_do
             gradient_groups(net)
     finally:
         registry.unregister("architecture", "test-gin")
+
+
+# --- an unknown name points at plugins ---------------------------------------------------------
+
+HINT = "(a plugin's names need --plugin PATH_OR_MODULE, or plugins: [PATH_OR_MODULE] in the workflow config)"
+
+
+@pytest.fixture
+def no_plugins(monkeypatch):
+    """No plugin loaded (others' tests load some), restored afterwards."""
+    from lipnorm.registry import plugins
+
+    monkeypatch.setattr(plugins, "_LOADED_PLUGINS", {})
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: registry.parse_model("gin"), "unknown model 'gin'; allowed: gat, gat-lip,"),
+        (lambda: registry.architecture("gin"), "unknown architecture 'gin'; allowed: gat, gt, gat-classic, gcn"),
+        (lambda: registry.norm("nodenorm"), "unknown norm 'nodenorm'; allowed: none, pairnorm, batchnorm, dgn"),
+        (lambda: registry.dataset("karate"), "unknown dataset 'karate'; allowed: cora, citeseer,"),
+    ],
+)
+def test_an_unknown_name_says_no_plugin_is_loaded_and_how_to_load_one(no_plugins, call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value).startswith(message)
+    assert str(error.value).endswith(f"; plugins loaded: none {HINT}")
+
+
+def test_an_unknown_name_names_the_plugins_that_were_loaded(no_plugins, tmp_path, capsys):
+    plugin = tmp_path / "empty_plugin.py"
+    plugin.write_text("# registers nothing\n")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["data", "info", "karate", "--plugin", str(plugin)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "lipnorm data info: error: unknown dataset 'karate'; allowed: "
+        f"{', '.join(registry.dataset_names())}; plugins loaded: {plugin} {HINT}"
+    )
+
+
+def test_an_attention_norm_is_no_plugins_business():
+    with pytest.raises(ValueError) as error:
+        registry.label("attention_norm", "lipschitz")
+    assert str(error.value) == "unknown attention_norm 'lipschitz'; allowed: none, lip"
+
+
+# --- the command line: --help after --plugin, the subcommand's usage -----------------------------
+
+# Names only: no test here builds the model or loads the data.
+GIN_PLUGIN = """
+from lipnorm.registry import register_architecture, register_dataset
+
+register_architecture("test-cli-gin", label="GIN", colour="#123456", layer="dgl.nn:GINConv", attention=False)
+register_dataset("test-cli-karate", label="Karate", colour="#654321", load="networkx:karate_club_graph")
+"""
+
+
+@pytest.fixture
+def gin_plugin(tmp_path):
+    path = tmp_path / "gin_plugin.py"
+    path.write_text(GIN_PLUGIN)
+    yield path
+    for kind, name in (("architecture", "test-cli-gin"), ("dataset", "test-cli-karate")):
+        if name in registry.names(kind):
+            registry.unregister(kind, name)
+
+
+def test_help_after_plugin_lists_the_plugins_names(gin_plugin, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "10000")  # argparse wraps at hyphens otherwise
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--plugin", str(gin_plugin), "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"--dataset DATASET {', '.join(registry.dataset_names())} (or a plugin's)" in text
+    assert registry.dataset_names()[-1] == "test-cli-karate"
+    assert "--architecture ARCHITECTURE instead of the model's: gat, gt, gat-classic, gcn, test-cli-gin (or" in text
+    assert "test-cli-gin-pairnorm" in text
+
+
+def test_help_with_a_plugin_that_fails_says_so(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", f"--plugin={tmp_path / 'missing.py'}", "--help"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"lipnorm: error: plugin file '{tmp_path / 'missing.py'}' does not exist\n"
+
+
+def test_the_cli_imports_no_torch_without_a_plugin():
+    code = (
+        "import sys, contextlib, io\n"
+        "from lipnorm import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: cli.main(['train', '--help'])\n"
+        "    except SystemExit: pass\n"
+        "print('torch' in sys.modules, 'dgl' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False False"
+
+
+def test_a_commands_error_prints_that_commands_usage(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--plugin", str(tmp_path / "missing.py"), "--out", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: lipnorm train [-h] [--plugin PATH_OR_MODULE]")
+    assert err.endswith(f"lipnorm train: error: plugin file '{tmp_path / 'missing.py'}' does not exist\n")

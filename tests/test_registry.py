@@ -661,7 +661,7 @@ def test_a_model_plugin_not_declared_checkpointable_is_refused_checkpoint(capabi
     assert checkpointed[:3] == ["gat", "gt", "gcn"] and "test-checkpointed" in checkpointed
     assert "gat-classic" not in checkpointed and "test-plain" not in checkpointed
     assert refusal(capsys, tmp_path / "run", "test-plain", "--checkpoint") == (
-        "lipnorm: error: checkpoint=True: model 'test-plain' has no checkpointed blocks: architecture "
+        "lipnorm train: error: checkpoint=True: model 'test-plain' has no checkpointed blocks: architecture "
         f"'test-plain' is not registered with checkpointable=True (those that are: {', '.join(checkpointed)})"
     )
 
@@ -685,7 +685,7 @@ def test_a_full_batch_only_plugin_is_refused_cluster_batches(capability_entries,
     batched = [name for name, entry in registry.ARCHITECTURES.items() if not entry.full_batch_only]
     assert batched[:3] == ["gat", "gt", "gcn"] and "test-whole" not in batched and "gat-classic" not in batched
     assert refusal(capsys, tmp_path / "run", "test-whole", "--batching", "cluster") == (
-        "lipnorm: error: batching='cluster': model 'test-whole' is trained on the whole graph only: architecture "
+        "lipnorm train: error: batching='cluster': model 'test-whole' is trained on the whole graph only: architecture "
         f"'test-whole' is registered with full_batch_only=True (cluster batches apply to {', '.join(batched)})"
     )
 
