@@ -740,8 +740,16 @@ def test_grid_axes_recompose_the_models():
     spec = {"models": ["gat"], "attention_norms": ["none", "lip"], "norms": ["none", "pairnorm"]}
     assert grid.grid_models(spec) == ["gat", "gat-pairnorm", "gat-lip", "gat-lip-pairnorm"]
     assert grid.grid_models({"models": ["gat-lip", "gat-lip"]}) == ["gat-lip"]
-    with pytest.raises(ValueError, match="architecture 'gat-classic' has no attention_norm 'lip'"):
+    # A combination an architecture does not have is left out; a grid of nothing else is an error.
+    spec = {"models": ["gat", "gat-classic", "gt"], "attention_norms": ["none", "lip"], "norms": ["none", "pairnorm"]}
+    assert grid.grid_models(spec) == ["gat", "gat-pairnorm", "gat-lip", "gat-lip-pairnorm", "gat-classic", "gt", "gt-lip"]
+    assert grid.left_out_models(spec) == [
+        "gat-classic + pairnorm", "gat-classic + lip", "gat-classic + lip + pairnorm", "gt + pairnorm", "gt + lip + pairnorm"
+    ]
+    with pytest.raises(ValueError, match=re.escape("no model of the grid has these combinations: gat-classic + lip (")):
         grid.grid_models({"models": ["gat-classic"], "attention_norms": ["lip"]})
+    with pytest.raises(ValueError, match="unknown norm 'batch'"):
+        grid.grid_models({"models": ["gat"], "norms": ["batch"]})
     assert grid.option_args({"residual": True, "epochs": 3, "layer_stats": False}) == (
         "--residual --epochs 3 --no-layer-stats"
     )
@@ -851,6 +859,17 @@ def test_the_workflow_grid_crosses_the_model_axes_and_passes_residual(tmp_path):
     models_run = sorted(re.search(r"--model (\S+)", command)[1] for command in commands)
     assert models_run == ["gat", "gat-lip", "gat-lip-pairnorm", "gat-pairnorm"]
     assert all("--residual " in command for command in commands)
+
+
+def test_a_grid_mixing_architectures_with_and_without_lip_runs_the_valid_ones_and_names_the_rest(tmp_path):
+    done = dry_run(tmp_path, axes_config(models=["gat", "gat-classic"], attention_norms=["none", "lip"]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    commands = [line for line in done.stdout.splitlines() if "lipnorm train " in line]
+    assert sorted(re.search(r"--model (\S+)", command)[1] for command in commands) == ["gat", "gat-classic", "gat-lip"]
+    left_out = [line for line in (done.stdout + done.stderr).splitlines() if "left out" in line]
+    assert left_out == [
+        "lipnorm: depth: 1 of 4 model combinations left out, which their architecture does not have: gat-classic + lip"
+    ]
 
 
 @pytest.mark.parametrize(

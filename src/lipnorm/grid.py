@@ -57,14 +57,51 @@ def grid_models(grid: Mapping[str, Iterable]) -> list[str]:
     """The model names of a grid: each of `models`, with its attention normalisation
     replaced by each of `attention_norms` and its representation normalisation by each
     of `norms` where the grid has those axes (`gat` x [none, lip] x [none, pairnorm]:
-    gat, gat-pairnorm, gat-lip, gat-lip-pairnorm); ValueError on a combination an
-    architecture does not have. Duplicates once, in first-seen order.
-    """
-    names = []
+    gat, gat-pairnorm, gat-lip, gat-lip-pairnorm). A combination an architecture does
+    not have (gat-classic with lip) is left out (`left_out_models`); a grid left with
+    none, or naming an unknown value, is a ValueError. Duplicates once, in first-seen
+    order."""
+    names, left_out = _expand_models(grid)
+    if not names:
+        raise ValueError(
+            f"no model of the grid has these combinations: {', '.join(left_out)} "
+            "(their architectures have no LipschitzNorm variant or take no normalisation)"
+        )
+    return names
+
+
+def left_out_models(grid: Mapping[str, Iterable]) -> list[str]:
+    """The combinations of a grid's model axes that their architecture does not have,
+    spelt `architecture + attention_norm + norm` (`gat-classic + lip`), in first-seen order."""
+    return _expand_models(grid)[1]
+
+
+def left_out_lines(groups: Mapping[str, Mapping]) -> list[str]:
+    """One line for each run group (`run_groups`) whose grid leaves combinations out:
+    how many, and which."""
+    lines = []
+    for group, spec in groups.items():
+        names, left_out = _expand_models(spec["grid"])
+        if left_out:
+            lines.append(
+                f"lipnorm: {group}: {len(left_out)} of {len(names) + len(left_out)} model combinations left "
+                f"out, which their architecture does not have: {', '.join(left_out)}"
+            )
+    return lines
+
+
+def _expand_models(grid: Mapping[str, Iterable]) -> tuple[list[str], list[str]]:
+    """(the grid's models, the combinations left out), each once, in first-seen order."""
+    names, left_out = [], []
     for model in grid["models"]:
+        architecture, own_attention_norm, own_norm = registry.parse_model(model)
         for attention_norm, norm in itertools.product(grid.get("attention_norms", [None]), grid.get("norms", [None])):
-            names.append(registry.compose_model(*registry.model_parts(model, None, attention_norm, norm)))
-    return list(dict.fromkeys(names))
+            parts = (architecture, attention_norm or own_attention_norm, norm or own_norm)
+            if registry.has_model(*parts):
+                names.append(registry.compose_model(*parts))
+            else:
+                left_out.append(" + ".join(part for part in parts if part != registry.NO_NORM))
+    return list(dict.fromkeys(names)), list(dict.fromkeys(left_out))
 
 
 def run_subdirs(grid: Mapping[str, Iterable]) -> list[str]:

@@ -49,6 +49,10 @@ EXPERIMENTS = config["experiments"]
 # experiment, or one per arm: `diagnose/no-dropout`).
 GRID_EXPERIMENTS = [name for name in EXPERIMENTS if experiments.experiment(name).trains]
 RUN_GROUPS = grid.run_groups(EXPERIMENTS)
+# A grid's combinations an architecture does not have (gat-classic with lip) are left
+# out, one line per run group saying which.
+for _line in grid.left_out_lines(RUN_GROUPS):
+    print(_line, file=sys.stderr)
 
 DATASET_ROOT = f"{RESOURCES}/datasets"
 DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"

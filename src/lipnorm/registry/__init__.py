@@ -22,7 +22,7 @@ from lipnorm.registry.entries import (
     Architecture, Dataset, DatasetSizes, Factory, Norm, architecture, architecture_names, check_factory, check_new,
     dataset, dataset_names, norm, norm_names, resolve,
 )
-from lipnorm.registry.grammar import compose_model, model_names, model_parts, parse_model
+from lipnorm.registry.grammar import compose_model, has_model, model_names, model_parts, parse_model
 from lipnorm.registry.labels import (
     AXIS_COLOURS, AXIS_LABELS, NO_NORM_COLOUR, SPARE_COLOURS, colour, figure_palette, label, model_colour,
     model_label, names, palette,
@@ -35,7 +35,7 @@ __all__ = [
     "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASETS", "NAME_PATTERN", "NO_NORM", "NORMS",
     "PARAMETER_GROUPS", "Architecture", "Dataset", "DatasetSizes", "Factory", "Norm", "architecture",
     "architecture_names", "check_factory", "check_new", "dataset", "dataset_names", "norm", "norm_names",
-    "resolve", "compose_model", "model_names", "model_parts", "parse_model", "AXIS_COLOURS", "AXIS_LABELS",
+    "resolve", "compose_model", "has_model", "model_names", "model_parts", "parse_model", "AXIS_COLOURS", "AXIS_LABELS",
     "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label", "model_colour", "model_label",
     "names", "palette", "load_plugin", "load_plugins", "loaded_plugins", "register_architecture", "register_dataset",
     "register_norm", "unregister",
