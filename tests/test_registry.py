@@ -875,8 +875,8 @@ def test_a_grid_mixing_architectures_with_and_without_lip_runs_the_valid_ones_an
 @pytest.mark.parametrize(
     "config, message",
     [
-        (axes_config(norms=["batch"]), r"'batch' is not one of \['none', 'pairnorm', 'batchnorm', 'dgn'\]"),
-        ({**axes_config(models=["gatv2"]), "plugins": []}, r"'gatv2' is not one of \['gat'"),
+        (axes_config(norms=["batch"]), r"experiments.depth.grid.norms\[0\]: 'batch' is not allowed; allowed: none, pairnorm, batchnorm, dgn\n"),
+        ({**axes_config(models=["gatv2"]), "plugins": []}, r"experiments.depth.grid.models\[0\]: 'gatv2' is not allowed; allowed: gat, .*\nplugins loaded: none"),
         ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file 'no/such/plugin.py' does not exist"),
     ],
 )

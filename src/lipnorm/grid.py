@@ -182,6 +182,60 @@ def schema_with_registry(schema: Mapping) -> dict:
     return derived
 
 
+# The grid keys whose values a plugin can add to (a problem there gets the plugin hint).
+_PLUGIN_KEYS = ("datasets", "models", "norms")
+
+
+def check_config(config: Mapping, schema: Mapping) -> None:
+    """ValueError unless `config` is valid under `schema` (`schema_with_registry`'s):
+    a first line counting the problems, then one per problem naming its key path and,
+    once, what is allowed there; after a name a plugin could register, which plugins
+    are loaded."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    found = dict.fromkeys(problem for error in validator.iter_errors(config) for problem in _problems(error))
+    if not found:
+        return
+    lines = [line for line, _ in found]
+    if any(plugin_name for _, plugin_name in found):
+        lines.append(registry.plugin_hint("model").removeprefix("; "))
+    count = f"{len(found)} problem{'s' if len(found) > 1 else ''}"
+    raise ValueError("\n".join([f"the workflow config has {count}:", *lines]))
+
+
+def _problems(error) -> list[tuple[str, bool]]:
+    """(line, whether the value may be a plugin's name) of one jsonschema error; of a
+    `oneOf` (one grid, or arms), the alternative that came closest (fewest errors,
+    then the deepest)."""
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        branches: dict = {}
+        for sub in error.context:
+            branches.setdefault(sub.schema_path[0], []).append(sub)
+        closest = min(branches.values(), key=lambda errors: (len(errors), -max(len(e.absolute_path) for e in errors)))
+        return [problem for sub in closest for problem in _problems(sub)]
+    where = _key_path(error.absolute_path)
+    instance, value = error.instance, error.validator_value
+    if error.validator == "enum":
+        key = next((part for part in reversed(error.absolute_path) if isinstance(part, str)), "")
+        return [(f"{where}: {instance!r} is not allowed; allowed: {', '.join(map(str, value))}", key in _PLUGIN_KEYS)]
+    if error.validator == "additionalProperties" and isinstance(instance, Mapping):
+        allowed = list(error.schema.get("properties", {}))
+        return [
+            (f"{where}: unknown key {key!r}; allowed: {', '.join(allowed)}", False)
+            for key in instance if key not in allowed
+        ]
+    if error.validator == "required" and isinstance(instance, Mapping):
+        return [(f"{where}: missing key {key!r}", False) for key in value if key not in instance]
+    return [(f"{where}: {error.message}", False)]
+
+
+def _key_path(path) -> str:
+    """`experiments.depth.grid.models[0]`; the config's top level is `(top level)`."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+    return text or "(top level)"
+
+
 def plugin_args(plugins: Iterable[str] | None) -> str:
     """`--plugin P` for each of the workflow config's `plugins`."""
     return shlex.join(arg for plugin in plugins or () for arg in ("--plugin", plugin))

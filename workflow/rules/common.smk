@@ -36,6 +36,12 @@ os.makedirs(os.path.dirname(DERIVED_SCHEMA), exist_ok=True)
 with open(DERIVED_SCHEMA, "w") as _file:
     json.dump(_schema, _file)
 numbers.coerce_numbers(config, _schema)
+# One line per problem (its key path, what is allowed); Snakemake's validate then only
+# fills the schema's defaults.
+try:
+    grid.check_config(config, _schema)
+except ValueError as _problems:
+    sys.exit(f"lipnorm: {_problems}")
 validate(config, DERIVED_SCHEMA)
 # `--plugin P ...`: every job that reads registered names loads them too.
 PLUGIN_ARGS = grid.plugin_args(PLUGINS)

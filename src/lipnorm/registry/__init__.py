@@ -20,7 +20,7 @@ another lipnorm module: names, labels and colours are plain data, and the factor
 from lipnorm.registry.entries import (
     ARCHITECTURES, ATTENTION_NORMS, BUILTIN_DATASETS, DATASETS, NAME_PATTERN, NO_NORM, NORMS, PARAMETER_GROUPS,
     Architecture, Dataset, DatasetSizes, Factory, Norm, architecture, architecture_names, check_factory, check_new,
-    dataset, dataset_names, norm, norm_names, resolve,
+    dataset, dataset_names, norm, norm_names, plugin_hint, resolve,
 )
 from lipnorm.registry.grammar import compose_model, has_model, model_names, model_parts, parse_model
 from lipnorm.registry.labels import (
@@ -35,8 +35,8 @@ __all__ = [
     "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASETS", "NAME_PATTERN", "NO_NORM", "NORMS",
     "PARAMETER_GROUPS", "Architecture", "Dataset", "DatasetSizes", "Factory", "Norm", "architecture",
     "architecture_names", "check_factory", "check_new", "dataset", "dataset_names", "norm", "norm_names",
-    "resolve", "compose_model", "has_model", "model_names", "model_parts", "parse_model", "AXIS_COLOURS", "AXIS_LABELS",
-    "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label", "model_colour", "model_label",
-    "names", "palette", "load_plugin", "load_plugins", "loaded_plugins", "register_architecture", "register_dataset",
-    "register_norm", "unregister",
+    "plugin_hint", "resolve", "compose_model", "has_model", "model_names", "model_parts", "parse_model",
+    "AXIS_COLOURS", "AXIS_LABELS", "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label",
+    "model_colour", "model_label", "names", "palette", "load_plugin", "load_plugins", "loaded_plugins",
+    "register_architecture", "register_dataset", "register_norm", "unregister",
 ]
