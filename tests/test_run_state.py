@@ -313,7 +313,7 @@ def test_cli_refuses_another_configurations_state_with_exit_code_2(tmp_path, mon
     with pytest.raises(SystemExit) as exit_info:
         cli.main([*args, "--weight-decay", "0.001", "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
-    assert f"lipnorm: error: training state {state} was saved by a run with other settings" in capsys.readouterr().err
+    assert f"lipnorm train: error: training state {state} was saved by a run with other settings" in capsys.readouterr().err
 
 
 def corrupt(path: Path, how: str) -> None:

@@ -163,10 +163,7 @@ class TrainConfig:
 
     def _validate_filled(self) -> None:
         _check_types(self)
-        if self.dataset not in registry.dataset_names():
-            raise ValueError(
-                f"unknown dataset {self.dataset!r}; allowed: {', '.join(registry.dataset_names())}"
-            )
+        registry.dataset(self.dataset)  # raises on an unknown one, naming the plugins loaded
         self.model_parts()
         # The model's own checks name the value: model, depth, heads, hidden, alpha,
         # variant, dropouts (in_feats and num_classes are only known after loading).

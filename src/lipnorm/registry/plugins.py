@@ -53,6 +53,11 @@ def load_plugin(spec: str) -> Any:
     return module
 
 
+def loaded_plugins() -> tuple[str, ...]:
+    """The plugins loaded so far: each file's resolved path, or the module's name."""
+    return tuple(_LOADED_PLUGINS)
+
+
 def load_plugins(specs: Iterable[str] | None) -> list[Any]:
     """`load_plugin` of each, in order."""
     return [load_plugin(spec) for spec in specs or ()]
