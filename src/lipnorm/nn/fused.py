@@ -198,8 +198,10 @@ def gat_attention(
     kept : (E, S) bool tensor, optional
         The edges each seed kept (DropEdge), by edge ID; head g belongs to seed
         ``g // heads_per_seed``. None: every edge for every head.
-    drop : (E, G) or (E, G, 1) tensor, optional
-        The attention-dropout multiplier by edge ID (mask / (1 - p)); None: no dropout.
+    drop : (S, E, G / S) tensor, optional
+        The attention-dropout multiplier (mask / (1 - p)), seed-major, by edge ID, with
+        S = G / heads_per_seed (any shape of those values in that order, e.g.
+        `(E, G, 1)` for one seed); None: no dropout.
     """
     nodes, groups, dim = ft.shape
     if norm not in ("none", "lip"):
@@ -216,7 +218,7 @@ def gat_attention(
                              f"({graph.num_edges()}, {seeds})")
         kept = kept.contiguous().view(torch.uint8)
     if drop is not None:
-        drop = drop.reshape(graph.num_edges(), groups).to(ft.dtype).contiguous()
+        drop = drop.reshape(groups // heads_per_seed, graph.num_edges(), heads_per_seed).to(ft.dtype).contiguous()
     attn_l, attn_r = (a.reshape(groups, dim) for a in (attn_l, attn_r))
     return _GATAttention.apply(
         ft, attn_l, attn_r, _in_edges(graph), kept, drop, heads_per_seed, norm == "lip", alpha, eps, negative_slope

@@ -8,7 +8,7 @@
  * Layouts: a graph of N nodes and E edges as its in-edge (CSC) index: indptr (N + 1),
  * src (E), eid (E), the edges of destination i at positions indptr[i] .. indptr[i+1].
  * Features node-major (N, G, D), G = S seeds x H heads ("groups"); attention vectors
- * (G, D); per-edge inputs (kept (E, S) bytes, drop (E, G)) by edge ID; the saved
+ * (G, D); per-edge inputs (kept (E, S) bytes, drop (S, E, H)) by edge ID; the saved
  * attention (E, G) by CSC position.
  */
 #include <math.h>
@@ -40,6 +40,9 @@ static inline void axpy_SFX(REAL *restrict y, REAL w, const REAL *restrict x, in
     const REAL *ft, const REAL *attn_l, const REAL *attn_r, \
     const uint8_t *kept, const REAL *drop, \
     int lip, REAL alpha, REAL eps, REAL slope,
+
+/* Where the dropout multiplier of edge k's head g lies: drop is (S, E, H), seed-major. */
+#define DROP_INDEX (((g / heads_per_seed) * indptr[N] + eid[k]) * heads_per_seed + g % heads_per_seed)
 
 /* Forward. Outputs: el, er, sq, maxsq, scale (N, G); argmax (N, G); att (E, G); out (N, G, D). */
 void gat_attention_forward_SFX(
@@ -114,11 +117,10 @@ void gat_attention_forward_SFX(
         for (int64_t t = 0; t < G * D; ++t) o[t] = 0;
         for (int64_t k = begin; k < end; ++k) {
             const REAL *x = ft + src[k] * G * D;
-            const REAL *m = drop ? drop + eid[k] * G : NULL;
             REAL *a = att + k * G;
             for (int64_t g = 0; g < G; ++g) {
                 a[g] = row_max[g] == -INFINITY ? 0 : a[g] / row_sum[g]; /* 0: no kept in-edge */
-                axpy_SFX(o + g * D, m ? a[g] * m[g] : a[g], x + g * D, D);
+                axpy_SFX(o + g * D, drop ? a[g] * drop[DROP_INDEX] : a[g], x + g * D, D);
             }
         }
     }
@@ -152,7 +154,7 @@ void gat_attention_backward_SFX(
             for (int64_t g = 0; g < G; ++g) {
                 const REAL a = att[k * G + g];
                 if (a == 0) { grad_att[(k - begin) * G + g] = 0; continue; } /* dropped: no work */
-                const REAL m = drop ? drop[eid[k] * G + g] : 1;
+                const REAL m = drop ? drop[DROP_INDEX] : 1;
                 axpy_SFX(gx + g * D, a * m, go + g * D, D);
                 const REAL da = m * dot_SFX(go + g * D, x + g * D, D);
                 grad_att[(k - begin) * G + g] = da;
@@ -220,3 +222,4 @@ void gat_attention_backward_SFX(
 }
 
 #undef COMMON_PARAMETERS
+#undef DROP_INDEX

@@ -301,12 +301,12 @@ class GATConv(AttentionConv):
         of that group's softmax and LipschitzNorm maxima. With `fused` and what the kernel
         takes, one call of `lipnorm.nn.fused.gat_attention` does it all.
         """
-        group = None if head_mask is None else self.num_heads // head_mask.shape[1]
+        group = self._heads_per_group(head_mask)
         if (
             self.fused and edge_weight is None and not get_attention and not isinstance(ft, tuple)
             and (self.norm == "none" or self.variant == "paper") and fusable(graph, ft)
         ):
-            drop = self._attention_dropout((graph.num_edges(), self.num_heads, 1), ft, head_mask)
+            drop = self._attention_dropout(self._dropout_shape(graph, head_mask), ft, head_mask)
             rst = gat_attention(
                 graph, ft, self.attn_l, self.attn_r, norm=self.norm, alpha=self.alpha, eps=self.eps,
                 negative_slope=self.leaky_relu.negative_slope, kept=head_mask, heads_per_seed=group, drop=drop,
@@ -320,8 +320,9 @@ class GATConv(AttentionConv):
         if head_mask is None:
             attention = self.attn_drop(attention)  # nn.Dropout's own draw, on every device
         else:
-            drop = self._attention_dropout(tuple(attention.shape), attention, head_mask)
-            attention = attention if drop is None else attention * drop
+            drop = self._attention_dropout(self._dropout_shape(graph, head_mask), attention, head_mask)
+            if drop is not None:  # (S, E, H/S, 1) -> the attention's (E, H, 1)
+                attention = attention * drop.transpose(0, 1).reshape(attention.shape)
         if edge_weight is not None:
             if tuple(edge_weight.shape) != (graph.num_edges(),):
                 raise ValueError(
@@ -332,10 +333,22 @@ class GATConv(AttentionConv):
         rst = neighbour_weighted_sum(graph, ft[0] if isinstance(ft, tuple) else ft, attention)
         return rst, attention
 
+    def _heads_per_group(self, head_mask) -> int:
+        """Heads per group of heads that see the same edges and draw their attention
+        dropout together: all of them without `head_mask`."""
+        return self.num_heads if head_mask is None else self.num_heads // head_mask.shape[1]
+
+    def _dropout_shape(self, graph: dgl.DGLGraph, head_mask) -> tuple[int, int, int, int]:
+        """`(S, E, H/S, 1)`: the attention-dropout multiplier's shape, S groups of heads
+        first (S = 1 without `head_mask`: then the attention's own `(E, H, 1)`)."""
+        group = self._heads_per_group(head_mask)
+        return self.num_heads // group, graph.num_edges(), group, 1
+
     def _attention_dropout(self, shape: tuple[int, ...], like: torch.Tensor, head_mask=None) -> torch.Tensor | None:
-        """The attention-dropout multiplier (mask / (1 - p)) of attention of `shape`, drawn
-        as `nn.Dropout` draws its mask on the CPU (so `attention * multiplier` is its
-        output, bit for bit); None where none applies (evaluation, p = 0)."""
+        """The attention-dropout multiplier (mask / (1 - p)) of `shape` (`_dropout_shape`),
+        drawn as `nn.Dropout` draws its mask on the CPU (so without `head_mask`,
+        `attention * multiplier` is its output, bit for bit); None where none applies
+        (evaluation, p = 0)."""
         p = self.attn_drop.p
         if not self.training or p == 0:
             return None

@@ -76,26 +76,26 @@ class _SeedAttentionDropout(nn.Module):
         self.p = p
         self.generators = generators  # the network's list, filled by `set_generators`
 
-    def multiplier(self, shape: tuple[int, int, int], dtype: torch.dtype, kept: torch.Tensor | None) -> torch.Tensor | None:
-        """The mask / (1 - p) of attention of `shape` `(E, S*H, 1)`; None where none applies."""
+    def multiplier(self, shape: tuple[int, int, int, int], dtype: torch.dtype, kept: torch.Tensor | None):
+        """The mask / (1 - p) `(S, E, H, 1)`, seed s's `[s]` drawn from its generator as its
+        separate run draws its `(E, H, 1)` (over its kept edges only, where `kept` is
+        given); None where none applies."""
         if not self.training or self.p == 0:
             return None
-        edges, heads, _ = shape
-        part = (edges, heads // len(self.generators), 1)
-        masks = []
+        masks = torch.empty(shape, dtype=dtype) if kept is None else torch.zeros(shape, dtype=dtype)
         for seed, generator in enumerate(self.generators):
             if kept is None:
-                masks.append(torch.empty(part, dtype=dtype).bernoulli_(1 - self.p, generator=generator))
+                masks[seed].bernoulli_(1 - self.p, generator=generator)
                 continue
             rows = torch.nonzero(kept[:, seed]).squeeze(1)
-            mask = torch.zeros(part, dtype=dtype)
-            mask[rows] = torch.empty((len(rows), *part[1:]), dtype=dtype).bernoulli_(1 - self.p, generator=generator)
-            masks.append(mask)
-        return torch.cat(masks, dim=1).div_(1 - self.p)
+            masks[seed, rows] = torch.empty((len(rows), *shape[2:]), dtype=dtype).bernoulli_(1 - self.p, generator=generator)
+        return masks.div_(1 - self.p)
 
     def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
-        multiplier = self.multiplier(tuple(attention.shape), attention.dtype, kept)
-        return attention if multiplier is None else attention * multiplier
+        seeds = len(self.generators)
+        edges, heads, _ = attention.shape
+        multiplier = self.multiplier((seeds, edges, heads // seeds, 1), attention.dtype, kept)
+        return attention if multiplier is None else attention * multiplier.transpose(0, 1).reshape(attention.shape)
 
 
 class _SeedGATConv(GATConv):
@@ -132,6 +132,9 @@ class _SeedGATConv(GATConv):
         if self.res_fc is not None:
             rst = rst + self._heads(self.res_fc, h_dst)
         return (rst, attention) if get_attention else rst
+
+    def _heads_per_group(self, head_mask) -> int:
+        return self.heads_per_seed  # a seed's heads: its own edges and dropout stream
 
     def _attention_dropout(self, shape, like, head_mask=None):
         return self.attn_drop.multiplier(shape, like.dtype, head_mask)
