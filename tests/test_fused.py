@@ -9,7 +9,7 @@ import torch
 
 from lipnorm.nn import GATConv
 from lipnorm.nn import fused
-from lipnorm.nn.fused import gat_attention, kernel_unavailable
+from lipnorm.nn.fused import gat_attention, grouped_linear, kernel_unavailable
 from tests.test_gat import GRAPHS, make_graph, randomise, reference_gat
 
 TOLERANCES = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-5, atol=1e-5)}
@@ -202,3 +202,28 @@ def test_the_build_leaves_only_the_library_in_its_cache(tmp_path, monkeypatch):
         assert len(built) == 1 and built[0].startswith("gat_attention-") and built[0].endswith(".so")
     finally:
         fused._library.cache_clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("groups, size_in, size_out", [(1, 16, 16), (5, 16, 16), (3, 7, 2)])
+def test_grouped_linear_equals_each_groups_own_product(groups, size_in, size_out, dtype):
+    torch.manual_seed(7)
+    x = torch.randn(40, groups, size_in, dtype=dtype, requires_grad=True)
+    weight = torch.randn(groups, size_out, size_in, dtype=dtype, requires_grad=True)
+    out = grouped_linear(x, weight)
+    # independent reference: each group's own nn.functional.linear
+    expected = torch.stack([torch.nn.functional.linear(x[:, s], weight[s]) for s in range(groups)], dim=1)
+    torch.testing.assert_close(out, expected, **TOLERANCES[dtype])
+    upstream = torch.randn_like(out)
+    got = torch.autograd.grad((out * upstream).sum(), (x, weight))
+    want = torch.autograd.grad((expected * upstream).sum(), (x, weight))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOLERANCES[dtype])
+
+
+def test_grouped_linear_gradcheck_and_bad_shapes():
+    x = torch.randn(6, 2, 3, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(grouped_linear, (x, weight))
+    with pytest.raises(ValueError, match=r"x has shape \(6, 2, 3\) and weight \(3, 4, 3\); expected \(N, S, I\) and \(S, O, I\)"):
+        grouped_linear(x, torch.randn(3, 4, 3, dtype=torch.float64))

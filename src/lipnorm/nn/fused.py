@@ -40,7 +40,7 @@ import torch
 
 from lipnorm.nn.sparse import per_structure
 
-__all__ = ["gat_attention", "kernel_unavailable", "fusable"]
+__all__ = ["gat_attention", "grouped_linear", "kernel_unavailable", "fusable"]
 
 _SOURCE = Path(__file__).with_name("gat_attention.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
@@ -103,6 +103,8 @@ def _library() -> ctypes.CDLL | str:
         head = [size] * 4 + [pointer] * 3 + [pointer] * 3 + [pointer] * 2 + [ctypes.c_int, real, real, real]
         getattr(library, f"gat_attention_forward_{suffix}").argtypes = head + [pointer] * 8
         getattr(library, f"gat_attention_backward_{suffix}").argtypes = head + [pointer] * 6 + [pointer] * 2 + [pointer] * 4
+        getattr(library, f"grouped_linear_forward_{suffix}").argtypes = [size] * 4 + [pointer] * 3
+        getattr(library, f"grouped_linear_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 5
     return library
 
 
@@ -223,3 +225,44 @@ def gat_attention(
     return _GATAttention.apply(
         ft, attn_l, attn_r, _in_edges(graph), kept, drop, heads_per_seed, norm == "lip", alpha, eps, negative_slope
     )
+
+
+class _GroupedLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        nodes, groups, size_in = x.shape
+        size_out = weight.shape[1]
+        x, weight = x.contiguous(), weight.contiguous()
+        out = x.new_empty(nodes, groups, size_out)
+        weight_t = weight.transpose(1, 2).contiguous()  # held: the kernel reads it through a pointer
+        getattr(_library(), f"grouped_linear_forward_{_TYPES[x.dtype][0]}")(
+            nodes, groups, size_in, size_out, x.data_ptr(), weight_t.data_ptr(), out.data_ptr()
+        )
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        nodes, groups, size_in = x.shape
+        grad_out = grad_out.contiguous()
+        grad_x, grad_weight = torch.empty_like(x), torch.empty_like(weight)
+        getattr(_library(), f"grouped_linear_backward_{_TYPES[x.dtype][0]}")(
+            nodes, groups, size_in, weight.shape[1], x.data_ptr(), weight.data_ptr(), grad_out.data_ptr(),
+            grad_x.data_ptr(), grad_weight.data_ptr(),
+        )
+        return grad_x, grad_weight
+
+
+def grouped_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`out[n, s] = weight[s] @ x[n, s]`: `(N, S, O)` from node-major `x` `(N, S, I)` and
+    `weight` `(S, O, I)` (S seeds' projections of one layer, each its own matrix), as
+    ``torch.einsum("nsi,soi->nso", x, weight)``, in the compiled kernel where it can be
+    built (CPU, float32/float64), else by that einsum."""
+    if x.dim() != 3 or weight.dim() != 3 or weight.shape[0] != x.shape[1] or weight.shape[2] != x.shape[2]:
+        raise ValueError(
+            f"x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}; expected (N, S, I) and (S, O, I)"
+        )
+    if x.device.type != "cpu" or x.dtype not in _TYPES or weight.dtype != x.dtype or kernel_unavailable() is not None:
+        return torch.einsum("nsi,soi->nso", x, weight)
+    return _GroupedLinear.apply(x, weight)

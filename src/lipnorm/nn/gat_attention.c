@@ -223,3 +223,37 @@ void gat_attention_backward_SFX(
 
 #undef COMMON_PARAMETERS
 #undef DROP_INDEX
+
+/* Per-group linear maps on node-major features: out[n, s] = W[s] x[n, s] for x (N, S, I),
+ * W (S, O, I), out (N, S, O); weight_t is W transposed, (S, I, O). The seeds' projections
+ * of a layer, without the copies a batched product over (S, N, I) needs both ways. */
+void grouped_linear_forward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
+                                const REAL *restrict x, const REAL *restrict weight_t, REAL *restrict out)
+{
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+            REAL *restrict o = out + (n * S + s) * O;
+            const REAL *restrict xs = x + (n * S + s) * I;
+            for (int64_t t = 0; t < O; ++t) o[t] = 0;
+            for (int64_t i = 0; i < I; ++i) axpy_SFX(o, xs[i], weight_t + (s * I + i) * O, O);
+        }
+}
+
+/* grad_x (N, S, I) and grad_weight (S, O, I), written. */
+void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
+                                 const REAL *restrict x, const REAL *restrict weight, const REAL *restrict grad_out,
+                                 REAL *restrict grad_x, REAL *restrict grad_weight)
+{
+    for (int64_t t = 0; t < S * O * I; ++t) grad_weight[t] = 0;
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+            const REAL *restrict go = grad_out + (n * S + s) * O;
+            const REAL *restrict xs = x + (n * S + s) * I;
+            REAL *restrict gx = grad_x + (n * S + s) * I;
+            for (int64_t i = 0; i < I; ++i) gx[i] = 0;
+            for (int64_t o = 0; o < O; ++o) {
+                axpy_SFX(gx, go[o], weight + (s * O + o) * I, I);
+                axpy_SFX(grad_weight + (s * O + o) * I, go[o], xs, I);
+            }
+        }
+}

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.fused import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm
@@ -140,16 +141,15 @@ class _SeedGATConv(GATConv):
         return self.attn_drop.multiplier(shape, like.dtype, head_mask)
 
     def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | RowPruned):
-        # (S, N, in) x (S, in, H*D) -> (N, S*H, D); the residual sees the input seed by seed.
+        # -> (N, S*H, D), each seed's input by its own matrix; the residual sees the input seed by seed.
         if isinstance(feat, RowPruned):
             # The product on the rows that can be non-zero only: a zero row projects to 0.
             if self.res_fc is not None:
                 raise ValueError("a residual layer takes its input whole, not row-pruned")
             ft = feat.scatter(torch.bmm(feat.values, self.weight.transpose(1, 2)))
             return None, ft.transpose(0, 1).reshape(feat.num_nodes, self.num_heads, self.out_feats)
-        ft = torch.bmm(feat, self.weight.transpose(1, 2)).transpose(0, 1)
-        h_dst = feat.transpose(0, 1).reshape(feat.shape[1], -1)
-        return h_dst, ft.reshape(feat.shape[1], self.num_heads, self.out_feats)
+        ft = grouped_linear(feat, self.weight)  # node-major (N, S, in) -> (N, S, H*D)
+        return feat.reshape(feat.shape[0], -1), ft.view(feat.shape[0], self.num_heads, self.out_feats)
 
     def _attention_terms(self, ft: torch.Tensor, *vectors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """`GATConv._attention_terms` seed by seed: each seed's block-diagonal product of
@@ -353,7 +353,7 @@ class SeedBatchedGAT(nn.Module):
             if i == 0:  # dropped out once, also where it is the last (depth 1)
                 h = self._first_input(feat)
             elif self.training and i == last:
-                h = seed_dropout(h, self.feat_drop, self.generators, dim=0)
+                h = seed_dropout(h, self.feat_drop, self.generators, dim=1)
             if layer_outputs is None:
                 rst = layer(graph, h, kept)  # (N, S*H, D)
             else:
@@ -367,8 +367,8 @@ class SeedBatchedGAT(nn.Module):
             rst = F.relu(rst)
             if i == 0:
                 h0 = rst
-            h = rst.transpose(0, 1)  # (S, N, W)
-        return h
+            h = rst  # node-major (N, S, W), as the next layer projects it
+        return h.transpose(0, 1)
 
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
         """Seed `seed`'s `LiteratureGAT` state-dict names -> (batched tensor, index of the
