@@ -2,7 +2,7 @@
 
 Each group of subcommands has its module, which adds their parsers and holds their
 handlers: `data`, `train`, `results` (aggregate, tables, plots, publish), `bench`
-(bench, probe) and `plan`; `common` what they share, `extras` the optional extra a
+(bench, probe), `plan` and `workflow`; `common` what they share, `extras` the optional extra a
 missing module comes from. Heavy imports (torch, dgl) happen inside the handlers so
 that `lipnorm --help` and argument errors are instant.
 """
@@ -16,7 +16,7 @@ import sys
 
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
 from lipnorm import registry
-from lipnorm.cli import bench, data, plan, results, train
+from lipnorm.cli import bench, data, plan, results, train, workflow
 from lipnorm.cli.common import UsageError
 from lipnorm.cli.extras import extra_modules, missing_extra
 
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_probe_parser(sub)
     results.add_publish_parser(sub)
     plan.add_parsers(sub)
+    workflow.add_parsers(sub)
     return parser
 
 
@@ -71,7 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     (`UsageError`, ValueError) exits 2 with `lipnorm: error: ...`; a missing extra exits 1
     naming it."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # `lipnorm workflow` passes the arguments it does not know on to Snakemake.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command != "workflow":
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "workflow":
+        args.snakemake_args = unknown
     if args.command in HUGE_PAGE_COMMANDS:
         # Before this process allocates its first tensor, or PyTorch ignores it.
         request_huge_pages()
