@@ -20,7 +20,7 @@ from lipnorm.cli import bench, data, plan, results, train, workflow
 from lipnorm.cli.common import UsageError
 from lipnorm.cli.extras import extra_modules, missing_extra
 
-__all__ = ["main", "build_parser", "UsageError", "request_huge_pages", "extra_modules", "missing_extra"]
+__all__ = ["main", "build_parser", "parse_args", "UsageError", "request_huge_pages", "extra_modules", "missing_extra"]
 
 # The commands that train or time training: their large tensors on transparent huge
 # pages (`request_huge_pages`).
@@ -67,17 +67,23 @@ def request_huge_pages() -> bool:
     return os.environ[HUGE_PAGES_ENV] == "1"
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`argv` parsed; `lipnorm workflow` keeps the arguments it does not know, in order,
+    as `snakemake_args` (Snakemake's own), any other command refuses them."""
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "workflow":
+        args.snakemake_args = unknown
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the `lipnorm` command `argv` (default: sys.argv); its exit status. Bad input
     (`UsageError`, ValueError) exits 2 with `lipnorm: error: ...`; a missing extra exits 1
     naming it."""
     parser = build_parser()
-    # `lipnorm workflow` passes the arguments it does not know on to Snakemake.
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and args.command != "workflow":
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "workflow":
-        args.snakemake_args = unknown
+    args = parse_args(parser, argv)
     if args.command in HUGE_PAGE_COMMANDS:
         # Before this process allocates its first tensor, or PyTorch ignores it.
         request_huge_pages()

@@ -30,7 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="Snakemake profile: lipnorm's local one (default), its SLURM one (slurm), or a "
         "folder of your own",
     )
-    parser.set_defaults(handler=_run, snakemake_args=[])
+    parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
