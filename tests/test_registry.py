@@ -855,12 +855,14 @@ def test_the_workflow_grid_crosses_the_model_axes_and_passes_residual(tmp_path):
     [
         (axes_config(norms=["batch"]), r"'batch' is not one of \['none', 'pairnorm', 'batchnorm', 'dgn'\]"),
         ({**axes_config(models=["gatv2"]), "plugins": []}, r"'gatv2' is not one of \['gat'"),
-        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file 'no/such/plugin.py' does not exist"),
+        # Relative to the config file's folder.
+        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file '{tmp}/no/such/plugin.py' does not exist"),
     ],
 )
 def test_the_workflow_rejects_unregistered_names_and_missing_plugins(tmp_path, config, message):
     done = dry_run(tmp_path, config)
     assert done.returncode != 0
+    message = message.replace("{tmp}", re.escape(str(tmp_path)))
     assert re.search(message, done.stdout + done.stderr), done.stdout + done.stderr
 
 

@@ -243,3 +243,16 @@ def test_plugin_files_are_read_relative_to_the_config_files_folder(tmp_path):
         str(tmp_path / "mine.py"), str(tmp_path / "sub" / "other.py"), str(tmp_path / "plugin"),
         "/abs/p.py", "some_package.plugin",
     ]
+
+
+def test_without_snakemake_the_command_names_the_extra_to_install(tmp_path):
+    (tmp_path / "my.yaml").write_text("results: results\n")
+    code = (
+        "import sys; sys.modules['snakemake'] = None; from lipnorm import cli;"
+        "sys.exit(cli.main(['workflow', '--configfile', 'my.yaml']))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (
+        1, "lipnorm workflow: needs snakemake, from the 'workflow' extra: pip install 'lipnorm[workflow]'\n",
+    )
