@@ -877,12 +877,14 @@ def test_a_grid_mixing_architectures_with_and_without_lip_runs_the_valid_ones_an
     [
         (axes_config(norms=["batch"]), r"experiments.depth.grid.norms\[0\]: 'batch' is not allowed; allowed: none, pairnorm, batchnorm, dgn\n"),
         ({**axes_config(models=["gatv2"]), "plugins": []}, r"experiments.depth.grid.models\[0\]: 'gatv2' is not allowed; allowed: gat, .*\nplugins loaded: none"),
-        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file 'no/such/plugin.py' does not exist"),
+        # Relative to the config file's folder.
+        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file '{tmp}/no/such/plugin.py' does not exist"),
     ],
 )
 def test_the_workflow_rejects_unregistered_names_and_missing_plugins(tmp_path, config, message):
     done = dry_run(tmp_path, config)
     assert done.returncode != 0
+    message = message.replace("{tmp}", re.escape(str(tmp_path)))
     assert re.search(message, done.stdout + done.stderr), done.stdout + done.stderr
 
 

@@ -26,8 +26,18 @@ if not isinstance(PLUGINS, list):
     raise ValueError(
         f"config plugins must be a list of files or modules, got {PLUGINS!r}"
     )
+# A plugin file's path is relative to the config file's folder (the last --configfile,
+# else the Snakefile's `configfile:`), wherever Snakemake runs.
+_CONFIGFILES = workflow.overwrite_configfiles or workflow.configfiles
+PLUGINS = registry.plugins_relative_to(
+    PLUGINS,
+    os.path.dirname(os.path.abspath(_CONFIGFILES[-1])) if _CONFIGFILES else os.getcwd(),
+)
 registry.load_plugins(PLUGINS)
-SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+# Beside this file, also when the workflow is a module of another Snakefile.
+SCHEMA = os.path.join(
+    str(workflow.current_basedir), "..", "schemas", "config.schema.yaml"
+)
 DERIVED_SCHEMA = os.path.abspath(
     os.path.join(".snakemake", "lipnorm", "config.schema.yaml")
 )
