@@ -232,7 +232,7 @@ def test_bad_workflow_arguments_are_refused_before_snakemake(tmp_path, monkeypat
     with pytest.raises(SystemExit) as exit:
         cli.main(argv)
     assert exit.value.code == 2
-    assert f"lipnorm: error: {message.format(cwd=tmp_path)}" in capsys.readouterr().err
+    assert f"lipnorm workflow: error: {message.format(cwd=tmp_path)}" in capsys.readouterr().err
 
 
 def test_plugin_files_are_read_relative_to_the_config_files_folder(tmp_path):
