@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lipnorm.cli.common import DEVICE_HELP, names_help, plugins_parser
-from lipnorm.recipes import RECIPES
+from lipnorm.settings.recipes import RECIPES
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
 
 
@@ -122,7 +122,7 @@ def _seed_list(text: str) -> list[int]:
 def _train(args: argparse.Namespace) -> int:
     from lipnorm.train import run
     from lipnorm.train.run_state import RunInterrupted
-    from lipnorm.train_config import load_config
+    from lipnorm.settings.train_config import load_config
 
     overrides = {
         key: value

@@ -104,7 +104,7 @@ def plan_job(
     checkpointing); else ValueError naming the job, its estimate and the limit.
     A job whose runtime request exceeds `max_runtime` (minutes) is a ValueError too.
     """
-    from lipnorm.recipes import recipe_defaults
+    from lipnorm.settings.recipes import recipe_defaults
 
     wildcards = _subdir_wildcards(subdir)
     depth = int(wildcards["depth"])

@@ -2,7 +2,8 @@
 (`batching`, `lipnorm.train.cluster_batches`), with per-layer gradient logging.
 
 The public face is `run(config, out)` and its settings, `TrainConfig` (whose home is
-`lipnorm.train_config`, with `load_config`; the recipes' defaults are `lipnorm.recipes`).
+`lipnorm.settings.train_config`, with `load_config`; the recipes' defaults are
+`lipnorm.settings.recipes`).
 The parts live one concern a module of this package: the run and its directory
 (`run_directory`), the epoch loop (`loop`), the model and data made ready and the
 training steps (`trainer`), the logging hooks (`hooks`), the saved training state
@@ -37,8 +38,8 @@ Protocols:
   stepped on the validation loss every epoch, and the test metric of the last epoch.
 
 Recipes (`TrainConfig.recipe`) supply the defaults of the settings left unset (None):
-- "lipnorm" (default): this project's settings, `lipnorm.recipes.LIPNORM_DEFAULTS`.
-- "official": what the authors' `train_deepgat_missing.py` runs (`lipnorm.recipes`:
+- "lipnorm" (default): this project's settings, `lipnorm.settings.recipes.LIPNORM_DEFAULTS`.
+- "official": what the authors' `train_deepgat_missing.py` runs (`lipnorm.settings.recipes`:
   `OFFICIAL_DEFAULTS`, `official_epochs`): their DeepGAT (`ModelConfig.recipe`), 8 heads
   x 64, LipschitzNorm variant "official", Adam lr 0.01 with weight decay 5e-4, protocol
   "official", epochs by depth as their launcher, and the planetoid datasets' features as
@@ -50,6 +51,6 @@ reduced official run.
 """
 
 from lipnorm.train.run_directory import run
-from lipnorm.train_config import TrainConfig
+from lipnorm.settings.train_config import TrainConfig
 
 __all__ = ["TrainConfig", "run"]

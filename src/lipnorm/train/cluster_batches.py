@@ -18,7 +18,7 @@ check of a new graph (`lipnorm.nn.conv.base.zero_in_degree_count`); the rest of 
 does not wait (`lipnorm.train.trainer.Trainer.train_step`).
 
 The settings (`batching`, `partitions`, `batch_partitions`), their defaults and their
-checks are `lipnorm.train_config`'s.
+checks are `lipnorm.settings.train_config`'s.
 """
 
 from __future__ import annotations

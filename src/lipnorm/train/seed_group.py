@@ -41,7 +41,7 @@ from lipnorm.train import run_state
 from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_epoch
 from lipnorm.train.run_directory import RunDirectory, train_run
 from lipnorm.train.trainer import StepResult, compute_metric, gather
-from lipnorm.train_config import TrainConfig
+from lipnorm.settings.train_config import TrainConfig
 
 __all__ = ["SEED_FIELD", "SEED_GROUPINGS", "run_seeds", "seed_paths", "SeedGroup", "why_not_together", "workflow_seed_groups"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from lipnorm import registry
-from lipnorm.nn.models.config import ModelConfig, no_checkpoint
+from lipnorm.settings.model_config import ModelConfig, no_checkpoint
 from lipnorm.nn.models.deep import DeepNet
 
 
