@@ -206,7 +206,7 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
     """Per experiment: jobs, CPU-hours (epochs x epoch time x the calibration's
     threads), the largest job's memory request and its run directory, the longest
     job's runtime request, and the jobs the plan gave checkpointing or cluster batches."""
-    from lipnorm.train.seed_group import workflow_seed_groups
+    from lipnorm.train.seed_plan import workflow_seed_groups
 
     jobs = plan_workflow(config, coefficients)
     experiments: dict[str, list[Job]] = {}

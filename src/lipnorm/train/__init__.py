@@ -9,7 +9,8 @@ The parts live one concern a module of this package: the run and its directory
 training steps (`trainer`), the logging hooks (`hooks`), the saved training state
 (`run_state`), the process-wide tuning (`tuning`), the device (`device`), the cluster
 batches (`cluster_batches`) and several seeds in one process (`seed_group`, `lipnorm
-train --seeds`).
+train --seeds`). Torch-free: what a command will write, checked before it trains
+(`targets`), and which runs' seeds train together, from their settings (`seed_plan`).
 
 `run(config, out)` validates the settings, loads the dataset, erases the feature rows of
 the missing-features mask, trains with Adam and evaluates every epoch, and writes the
@@ -50,7 +51,18 @@ A setting given explicitly wins over the recipe's default, e.g. `epochs=150` for
 reduced official run.
 """
 
-from lipnorm.train.run_directory import run
 from lipnorm.settings.train_config import TrainConfig
 
 __all__ = ["TrainConfig", "run"]
+
+
+def __getattr__(name: str):
+    # `run` on first access: its modules import torch and DGL, which the torch-free
+    # modules of this package (`targets`, `seed_plan`) and their readers (the CLI before
+    # it trains, the workflow's parsing) do without.
+    if name == "run":
+        from lipnorm.train.run_directory import run
+
+        globals()["run"] = run  # later accesses skip this function
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
