@@ -103,3 +103,34 @@ def test_the_workflows_parsing_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, env=env, cwd=SRC.parent)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_plugins_check_decides_and_without_one_every_run_is_grouped():
+    def only_two_heads(config):
+        return None if config.heads == 2 else f"heads {config.heads}: only 2 are batched"
+
+    try:
+        registry.register_architecture(
+            "test-checked", label="Checked", colour="#000000", layer="torch.nn:Identity",
+            seeds_together="torch.nn:Identity", seeds_together_check=only_two_heads,
+        )
+        registry.register_architecture(
+            "test-unchecked", label="Unchecked", colour="#000000", layer="torch.nn:Identity",
+            seeds_together="torch.nn:Identity",
+        )
+        assert seed_plan.why_not_together(TrainConfig(model="test-checked", heads=2).resolved()) is None
+        assert seed_plan.why_not_together(TrainConfig(model="test-checked", heads=3).resolved()) == (
+            "heads 3: only 2 are batched"
+        )
+        assert seed_plan.why_not_together(TrainConfig(model="test-unchecked").resolved()) is None
+    finally:
+        registry.unregister("architecture", "test-checked")
+        registry.unregister("architecture", "test-unchecked")
+
+
+def test_a_check_without_a_network_is_refused():
+    with pytest.raises(ValueError, match="^architecture 'test-lone': seeds_together_check needs seeds_together"):
+        registry.register_architecture(
+            "test-lone", label="Lone", colour="#000000", layer="torch.nn:Identity", seeds_together_check=len,
+        )
+    assert "test-lone" not in registry.architecture_names()
