@@ -23,12 +23,15 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	bash scripts/install-system-deps.sh
 
+# The same entry as in a user's own project (`lipnorm workflow`, docs/workflow.md): the
+# installed workflow on config.yaml with profiles/default; SNAKEMAKE_ARGS go after it
+# (`--configfile FILE`, `--profile slurm`, or any of Snakemake's).
 run: setup
-	$(BIN)/snakemake --profile profiles/default $(SNAKEMAKE_ARGS)
+	$(BIN)/lipnorm workflow $(SNAKEMAKE_ARGS)
 
 # The HTML report of the finished workflow (run `make run` first).
 report: setup
-	$(BIN)/snakemake --profile profiles/default --report results/report.html $(SNAKEMAKE_ARGS)
+	$(BIN)/lipnorm workflow --report results/report.html $(SNAKEMAKE_ARGS)
 
 # The documentation site (mkdocs.yml) in site/; --strict: a broken link or a docstring
 # that no longer matches its function is an error. NO_MKDOCS_2_WARNING silences

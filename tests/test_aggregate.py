@@ -271,7 +271,7 @@ def test_bad_run_lists_are_named(tmp_path, capsys, content, message):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["aggregate", "--out-dir", str(tmp_path / "out"), "--runs-from", str(path)])
     assert exit_info.value.code == 2
-    assert f"lipnorm: error: {message.format(path=path)}" in capsys.readouterr().err
+    assert f"lipnorm aggregate: error: {message.format(path=path)}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

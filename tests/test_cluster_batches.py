@@ -20,6 +20,7 @@ from lipnorm.nn.models.numbering import attention_layers
 from lipnorm.train import TrainConfig, cluster_batches
 from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.trainer import Trainer, prepare
+from lipnorm.settings.train_config import cluster_counts
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")
@@ -250,6 +251,60 @@ def test_cluster_batches_differ_from_full_batch(tmp_path):
     assert full.train_step().loss.item() != cluster.train_step().loss.item()
 
 
+# --- K and B sized by the graph -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        (2708, (64, 16)),  # Cora: the numbers measured on it (docs/performance.md), 4 batches
+        (3327, (64, 16)),  # CiteSeer: still under 4 x 1700 nodes
+        (19717, (72, 6)),  # ceil(19717 / 1700) = 12 batches; B = ceil(64 / 12) = 6
+        (169343, (400, 4)),  # ogbn-arxiv's size: 100 batches of 4 parts, the measured K 400, B 4
+        (2449029, (5764, 4)),  # 1441 batches of 4
+        (34, (34, 9)),  # 64 parts cut to the 34 nodes; 4 batches of ceil(34 / 4) parts
+    ],
+)
+def test_unset_counts_follow_the_graph(nodes, expected):
+    counts = cluster_counts(nodes)
+    assert (counts.partitions, counts.batch_partitions) == expected
+    assert counts.reason.startswith(f"K and B by the graph's size ({nodes} nodes: ")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected", "reason"),
+    [
+        ((10, 3), (10, 3), "as given"),
+        ((500, 2), (500, 2), "as given"),  # more than the rule's 4 batches: given wins
+        ((32, None), (32, 8), "K as given, B by the graph's size (2708 nodes: 4 batches an epoch"),
+        ((None, 8), (32, 8), "B as given, K by the graph's size (2708 nodes: 4 batches an epoch"),
+    ],
+)
+def test_given_counts_win(given, expected, reason):
+    counts = cluster_counts(2708, *given)
+    assert (counts.partitions, counts.batch_partitions) == expected
+    assert counts.reason.startswith(reason)
+
+
+def test_a_given_b_over_the_nodes_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"batch_partitions=40 must be at most partitions=30 \(the graph's 30 nodes"):
+        cluster_counts(30, None, 40)
+
+
+def test_a_run_without_counts_sizes_them_by_its_graph_and_says_so(tmp_path):
+    out = tmp_path / "run"
+    train.run(config_of(tmp_path, partitions=None, batch_partitions=None, epochs=1), out)
+    summary = json.loads((out / "summary.json").read_text())
+    # 60 nodes: 4 batches of 16 of 64 parts, the parts cut to 60, 15 a batch.
+    assert (summary["config"]["partitions"], summary["config"]["batch_partitions"]) == (60, 15)
+    cache = cluster_batches.cache_path(tmp_path / "datasets", "csbm", 60, data.csbm_params(TINY_CSBM))
+    assert (
+        f"cluster batches: 60 METIS partitions ({cache}), 15 per batch, 4 batches an epoch; K and B by the "
+        "graph's size (60 nodes: 4 batches an epoch, ceil(nodes / 1700) and at least 4, of at least 4 "
+        "parts each and 64 parts in all)"
+    ) in (out / "train.log").read_text()
+
+
 # --- validation ---------------------------------------------------------------------
 
 
@@ -263,8 +318,8 @@ def test_cluster_batches_differ_from_full_batch(tmp_path):
         ({"batching": "cluster", "model": "gat-classic"},
          r"batching='cluster': model 'gat-classic' is trained on the whole graph only: architecture "
          r"'gat-classic' is registered with full_batch_only=True \(cluster batches apply to gat, gt, gcn"),
-        ({"partitions": 2.0}, r"partitions must be an integer, got 2.0"),
-        ({"batch_partitions": True}, r"batch_partitions must be an integer, got True"),
+        ({"partitions": 2.0}, r"partitions must be an integer or null, got 2.0"),
+        ({"batch_partitions": True}, r"batch_partitions must be an integer or null, got True"),
     ],
 )
 def test_bad_settings_are_refused_naming_them(changes, message):

@@ -42,7 +42,7 @@ def test_fetch_no_verify_flag(tmp_path, data_mirror, no_network, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["data", "fetch", "cora", "--root", str(tmp_path), "--mirror", str(data_mirror)])
     assert exit_info.value.code == 2
-    assert "lipnorm: error: checksum mismatch for" in capsys.readouterr().err
+    assert "lipnorm data fetch: error: checksum mismatch for" in capsys.readouterr().err
     assert main(["data", "fetch", "cora", "--root", str(tmp_path), "--no-verify"]) == 0
 
 
@@ -67,10 +67,10 @@ def test_mask_for_csbm_spec(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["data", "info", "cora-ml"], "lipnorm: error: unknown dataset 'cora-ml'; known datasets: cora, citeseer"),
+        (["data", "info", "cora-ml"], "lipnorm data info: error: unknown dataset 'cora-ml'; allowed: cora, citeseer"),
         (["data", "mask", "csbm", "--rate", "120", "--seed", "0", "--out", "x.npy"],
-         "lipnorm: error: missing-features rate 120.0 must be a number from 0 to 100"),
-        (["data", "info", "csbm", "--csbm", "nodes=ten"], "lipnorm: error: csbm nodes='ten' is not a valid int"),
+         "lipnorm data mask: error: missing-features rate 120.0 must be a number from 0 to 100"),
+        (["data", "info", "csbm", "--csbm", "nodes=ten"], "lipnorm data info: error: csbm nodes='ten' is not a valid int"),
     ],
 )
 def test_errors_exit_2_with_message(args, message, tmp_path, capsys):

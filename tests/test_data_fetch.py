@@ -194,7 +194,7 @@ def test_network_failure_without_mirror(name, url, mirror_path, tmp_path, no_net
 
 
 def test_unknown_dataset(tmp_path):
-    message = "unknown dataset 'cora-ml'; known datasets: cora, citeseer, pubmed, coauthor-cs, ppi, ogbn-arxiv, csbm"
+    message = "unknown dataset 'cora-ml'; allowed: cora, citeseer, pubmed, coauthor-cs, ppi, ogbn-arxiv, csbm"
     for call in (load_dataset, fetch_dataset):
         with pytest.raises(DatasetError, match=message):
             call("cora-ml", root=tmp_path / "root")

@@ -129,7 +129,7 @@ def test_train_refuses_an_unusable_device_before_writing_or_loading(tmp_path, mo
         cli.main(tiny_train_args(tmp_path, "--device", flag, "--out", str(out)))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert f"lipnorm: error: {message}" in err
+    assert f"lipnorm train: error: {message}" in err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "datasets").exists()
 
 
@@ -174,7 +174,7 @@ def test_probe_and_bench_refuse_an_unusable_device(tmp_path, monkeypatch, capsys
         cli.main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert f"lipnorm: error: {message}" in err
+    assert f"lipnorm {command}: error: {message}" in err
     assert not out.exists() and not (tmp_path / "datasets").exists()
 
 
@@ -194,6 +194,6 @@ def test_cuda_is_refused_on_this_machine_as_it_is(tmp_path, capsys, argv):
         cli.main([arg.format(tmp=tmp_path) for arg in argv] + ["--device", "cuda"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "lipnorm: error: device 'cuda' cannot be used: torch" in err
+    assert f"lipnorm {argv[0]}: error: device 'cuda' cannot be used: torch" in err
     assert device.DGL_CUDA_INSTALL in err
     assert list(tmp_path.iterdir()) == []

@@ -440,6 +440,21 @@ def test_a_job_checkpointing_cannot_fit_takes_cluster_batches_where_allowed(ship
     )
 
 
+def test_cluster_batches_without_counts_are_planned_as_the_run_sizes_them(shipped):
+    """No K or B: the plan estimates the counts the run will take from its graph (ogbn-arxiv:
+    K 400, B 4), whether the config asks for cluster batches or the plan gives them."""
+    settings = {"heads": 8, "hidden": 64, "epochs": 10}
+    subdir = "ogbn-arxiv/gat-lip/L10/a1/r0/s0"
+    sized = shipped.estimate(plan.RunShape(ARXIV, 10, 8, 64, batching="cluster", partitions=400, batch_partitions=4))
+    asked = plan.plan_job("depth", subdir, {**settings, "batching": "cluster"}, ARXIV, shipped)
+    assert asked.estimate == sized and asked.changed == {}
+    checkpointed = shipped.estimate(plan.RunShape(ARXIV, 10, 8, 64, checkpoint=True))
+    limit = math.ceil(checkpointed.memory_mb * 1.25) - 1
+    given = plan.plan_job("depth", subdir, settings, ARXIV, shipped, max_mem_mb=limit, cluster={})
+    assert given.changed == {"batching": "cluster"} and given.estimate == sized
+    assert grid.option_args(given.settings).endswith("--batching cluster")
+
+
 def test_a_job_that_fits_nothing_is_refused_naming_it_its_estimate_and_the_limit(shipped):
     subdir = "ogbn-arxiv/gat-lip/L30/a1/r0/s0"
     estimate = shipped.estimate(plan.RunShape(ARXIV, 30, 8, 64))

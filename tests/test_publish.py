@@ -326,7 +326,7 @@ def test_cli_publish(tree, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["publish", str(tmp_path / "absent"), "--out", str(tmp_path / "out2")])
     assert exit_info.value.code == 2
-    assert f"lipnorm: error: results root {tmp_path / 'absent'} is not a folder" in capsys.readouterr().err
+    assert f"lipnorm publish: error: results root {tmp_path / 'absent'} is not a folder" in capsys.readouterr().err
 
 
 # --- diagnose ----------------------------------------------------------------------

@@ -427,12 +427,15 @@ def test_residual_is_a_setting_that_reaches_the_model(tmp_path, capsys):
 # --- a user's architecture, normalisation and dataset ------------------------------------
 
 
-def test_a_users_layer_needs_its_parameter_groups_declared(user_entries):
+def test_a_users_linear_needs_no_declared_parameter_group(user_entries):
+    # MeanConv's projection `lin` is an nn.Linear: its weight is fc by default, its bias bias.
     registry.unregister("architecture", "test-mean")
     registry.register_architecture("test-mean", label="Mean", colour="#123456", layer=mean_conv, attention=False)
     net = build_model(ModelConfig(model="test-mean", in_feats=3, num_classes=2, depth=2))
-    with pytest.raises(ValueError, match=r"parameter 'lin.weight' has no gradient group; .*parameter_groups=\{'lin.weight': GROUP\}"):
-        gradient_groups(net)
+    groups = {(index, group): params for index, kind, group, params in gradient_groups(net)}
+    for index in (1, 2):
+        assert [id(p) for p in groups[index, "fc"]] == [id(net.layers[index - 1].lin.weight)]
+        assert [id(p) for p in groups[index, "bias"]] == [id(net.layers[index - 1].lin.bias)]
 
 
 def test_declared_parameter_groups_come_before_the_rules():
@@ -659,7 +662,7 @@ def test_a_model_plugin_not_declared_checkpointable_is_refused_checkpoint(capabi
     assert checkpointed[:3] == ["gat", "gt", "gcn"] and "test-checkpointed" in checkpointed
     assert "gat-classic" not in checkpointed and "test-plain" not in checkpointed
     assert refusal(capsys, tmp_path / "run", "test-plain", "--checkpoint") == (
-        "lipnorm: error: checkpoint=True: model 'test-plain' has no checkpointed blocks: architecture "
+        "lipnorm train: error: checkpoint=True: model 'test-plain' has no checkpointed blocks: architecture "
         f"'test-plain' is not registered with checkpointable=True (those that are: {', '.join(checkpointed)})"
     )
 
@@ -683,7 +686,7 @@ def test_a_full_batch_only_plugin_is_refused_cluster_batches(capability_entries,
     batched = [name for name, entry in registry.ARCHITECTURES.items() if not entry.full_batch_only]
     assert batched[:3] == ["gat", "gt", "gcn"] and "test-whole" not in batched and "gat-classic" not in batched
     assert refusal(capsys, tmp_path / "run", "test-whole", "--batching", "cluster") == (
-        "lipnorm: error: batching='cluster': model 'test-whole' is trained on the whole graph only: architecture "
+        "lipnorm train: error: batching='cluster': model 'test-whole' is trained on the whole graph only: architecture "
         f"'test-whole' is registered with full_batch_only=True (cluster batches apply to {', '.join(batched)})"
     )
 
@@ -738,8 +741,16 @@ def test_grid_axes_recompose_the_models():
     spec = {"models": ["gat"], "attention_norms": ["none", "lip"], "norms": ["none", "pairnorm"]}
     assert grid.grid_models(spec) == ["gat", "gat-pairnorm", "gat-lip", "gat-lip-pairnorm"]
     assert grid.grid_models({"models": ["gat-lip", "gat-lip"]}) == ["gat-lip"]
-    with pytest.raises(ValueError, match="architecture 'gat-classic' has no attention_norm 'lip'"):
+    # A combination an architecture does not have is left out; a grid of nothing else is an error.
+    spec = {"models": ["gat", "gat-classic", "gt"], "attention_norms": ["none", "lip"], "norms": ["none", "pairnorm"]}
+    assert grid.grid_models(spec) == ["gat", "gat-pairnorm", "gat-lip", "gat-lip-pairnorm", "gat-classic", "gt", "gt-lip"]
+    assert grid.left_out_models(spec) == [
+        "gat-classic + pairnorm", "gat-classic + lip", "gat-classic + lip + pairnorm", "gt + pairnorm", "gt + lip + pairnorm"
+    ]
+    with pytest.raises(ValueError, match=re.escape("no model of the grid has these combinations: gat-classic + lip (")):
         grid.grid_models({"models": ["gat-classic"], "attention_norms": ["lip"]})
+    with pytest.raises(ValueError, match="unknown norm 'batch'"):
+        grid.grid_models({"models": ["gat"], "norms": ["batch"]})
     assert grid.option_args({"residual": True, "epochs": 3, "layer_stats": False}) == (
         "--residual --epochs 3 --no-layer-stats"
     )
@@ -851,17 +862,30 @@ def test_the_workflow_grid_crosses_the_model_axes_and_passes_residual(tmp_path):
     assert all("--residual " in command for command in commands)
 
 
+def test_a_grid_mixing_architectures_with_and_without_lip_runs_the_valid_ones_and_names_the_rest(tmp_path):
+    done = dry_run(tmp_path, axes_config(models=["gat", "gat-classic"], attention_norms=["none", "lip"]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    commands = [line for line in done.stdout.splitlines() if "lipnorm train " in line]
+    assert sorted(re.search(r"--model (\S+)", command)[1] for command in commands) == ["gat", "gat-classic", "gat-lip"]
+    left_out = [line for line in (done.stdout + done.stderr).splitlines() if "left out" in line]
+    assert left_out == [
+        "lipnorm: depth: 1 of 4 model combinations left out, which their architecture does not have: gat-classic + lip"
+    ]
+
+
 @pytest.mark.parametrize(
     "config, message",
     [
-        (axes_config(norms=["batch"]), r"'batch' is not one of \['none', 'pairnorm', 'batchnorm', 'dgn'\]"),
-        ({**axes_config(models=["gatv2"]), "plugins": []}, r"'gatv2' is not one of \['gat'"),
-        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file 'no/such/plugin.py' does not exist"),
+        (axes_config(norms=["batch"]), r"experiments.depth.grid.norms\[0\]: 'batch' is not allowed; allowed: none, pairnorm, batchnorm, dgn\n"),
+        ({**axes_config(models=["gatv2"]), "plugins": []}, r"experiments.depth.grid.models\[0\]: 'gatv2' is not allowed; allowed: gat, .*\nplugins loaded: none"),
+        # Relative to the config file's folder.
+        ({**axes_config(), "plugins": ["no/such/plugin.py"]}, "plugin file '{tmp}/no/such/plugin.py' does not exist"),
     ],
 )
 def test_the_workflow_rejects_unregistered_names_and_missing_plugins(tmp_path, config, message):
     done = dry_run(tmp_path, config)
     assert done.returncode != 0
+    message = message.replace("{tmp}", re.escape(str(tmp_path)))
     assert re.search(message, done.stdout + done.stderr), done.stdout + done.stderr
 
 

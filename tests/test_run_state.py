@@ -289,8 +289,8 @@ def test_a_run_stopped_with_full_batches_does_not_resume_with_cluster_batches(tm
     state = interrupted_state(tmp_path, monkeypatch, config, 2)
     with pytest.raises(
         ValueError,
-        match=r"batch_partitions: 16 in the state, 2 now; batching: 'full' in the state, 'cluster' now; "
-        r".*partitions: 64 in the state, 6 now",
+        match=r"batch_partitions: None in the state, 2 now; batching: 'full' in the state, 'cluster' now; "
+        r".*partitions: None in the state, 6 now",
     ):
         train.run(dataclasses.replace(config, **CLUSTER), tmp_path / "run")
     assert state.exists() and not (tmp_path / "run").exists()
@@ -313,7 +313,7 @@ def test_cli_refuses_another_configurations_state_with_exit_code_2(tmp_path, mon
     with pytest.raises(SystemExit) as exit_info:
         cli.main([*args, "--weight-decay", "0.001", "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
-    assert f"lipnorm: error: training state {state} was saved by a run with other settings" in capsys.readouterr().err
+    assert f"lipnorm train: error: training state {state} was saved by a run with other settings" in capsys.readouterr().err
 
 
 def corrupt(path: Path, how: str) -> None:

@@ -76,7 +76,7 @@ def test_a_bad_setting_is_refused_without_importing_torch(flags, message):
     code, heavy, stderr = lipnorm_train_probe("--out", "never-written", *flags)
     assert code == 2 and heavy == [], stderr
     assert message in stderr
-    assert stderr.count("lipnorm: error: ") == 1
+    assert stderr.count("lipnorm train: error: ") == 1
     assert not Path("never-written").exists()
 
 
@@ -84,7 +84,7 @@ def test_a_bad_setting_from_the_config_file_is_refused_without_importing_torch(t
     (tmp_path / "run.yaml").write_text("patience: 0\n")
     code, heavy, stderr = lipnorm_train_probe("--config", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "run"))
     assert (code, heavy) == (2, [])
-    assert stderr.endswith("lipnorm: error: patience must be >= 1, got 0\n")
+    assert stderr.endswith("lipnorm train: error: patience must be >= 1, got 0\n")
 
 
 # --- no finished run lost ----------------------------------------------------------------------
@@ -104,7 +104,7 @@ def test_out_onto_a_finished_run_is_refused_and_changes_nothing(finished_run):
     code, heavy, stderr = lipnorm_train_probe(*tiny_flags(finished_run.parent, epochs=3), "--out", str(finished_run))
     assert (code, heavy) == (2, [])
     assert stderr.endswith(
-        f"lipnorm: error: run directory {str(finished_run)!r} holds a finished run (summary.json present); "
+        f"lipnorm train: error: run directory {str(finished_run)!r} holds a finished run (summary.json present); "
         "it is left as it is. Give --overwrite to replace it, or another --out\n"
     )
     assert snapshot(finished_run.parent) == before  # byte for byte, and not touched

@@ -58,6 +58,12 @@ INPUTS = {"dense": lambda: features(), "erased-rows": lambda: features() * (torc
           "all-zero": lambda: torch.zeros(NUM_NODES, IN_FEATS)}
 
 
+# The seeds' hidden projections sum in the kernel's order (`lipnorm.nn.fused.grouped_linear`),
+# the separate runs' in BLAS's: float32 rounding (~1e-7), which the "dgn" case's BatchNorm
+# over near-constant group columns (skip weight 0.5) magnifies to ~3e-5 on logits of ~1.
+LOGITS_TOLERANCE = {"rtol": 1e-4, "atol": 5e-5}
+
+
 @pytest.mark.parametrize(
     "case, inputs", [(case, "dense") for case in CASES] + [("lip-pairnorm", "erased-rows"), ("dgn", "all-zero")]
 )
@@ -90,7 +96,7 @@ def test_seeds_together_give_each_separate_forward_gradient_and_adam_step(case, 
         batched.zero_grad()
         sum(F.cross_entropy(seed_logits[TRAIN_ROWS], LABELS[TRAIN_ROWS]) for seed_logits in logits).backward()
         for seed_index in range(len(SEEDS)):
-            torch.testing.assert_close(logits[seed_index].detach(), outputs[seed_index], rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(logits[seed_index].detach(), outputs[seed_index], **LOGITS_TOLERANCE)
             batched_gradients = batched.seed_gradients(seed_index)
             assert batched_gradients.keys() == gradients[seed_index].keys()
             # Float rounding apart, measured against the seed's largest gradient: attn_r's
@@ -118,7 +124,7 @@ def test_seeds_together_give_each_separate_forward_gradient_and_adam_step(case, 
     batched.eval()
     evaluated = batched(graph, x)
     for seed_index, model in enumerate(models):
-        torch.testing.assert_close(evaluated[seed_index], model.eval()(graph, x), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(evaluated[seed_index], model.eval()(graph, x), **LOGITS_TOLERANCE)
 
 
 def test_a_seed_with_another_stream_gets_other_masks():

@@ -510,7 +510,7 @@ def test_cli_rejects_bad_settings_with_exit_code_2(tmp_path, capsys, flags, mess
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--dataset", "csbm", *flags, "--out", str(out)])
     assert exit_info.value.code == 2
-    assert f"lipnorm: error: {message}" in capsys.readouterr().err
+    assert f"lipnorm train: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 
 
@@ -572,7 +572,7 @@ def test_config_file_non_numbers_are_errors_naming_the_key(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--config", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
-    assert "lipnorm: error: lr must be a number or null, got 'abc'" in capsys.readouterr().err
+    assert "lipnorm train: error: lr must be a number or null, got 'abc'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

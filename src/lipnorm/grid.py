@@ -57,14 +57,51 @@ def grid_models(grid: Mapping[str, Iterable]) -> list[str]:
     """The model names of a grid: each of `models`, with its attention normalisation
     replaced by each of `attention_norms` and its representation normalisation by each
     of `norms` where the grid has those axes (`gat` x [none, lip] x [none, pairnorm]:
-    gat, gat-pairnorm, gat-lip, gat-lip-pairnorm); ValueError on a combination an
-    architecture does not have. Duplicates once, in first-seen order.
-    """
-    names = []
+    gat, gat-pairnorm, gat-lip, gat-lip-pairnorm). A combination an architecture does
+    not have (gat-classic with lip) is left out (`left_out_models`); a grid left with
+    none, or naming an unknown value, is a ValueError. Duplicates once, in first-seen
+    order."""
+    names, left_out = _expand_models(grid)
+    if not names:
+        raise ValueError(
+            f"no model of the grid has these combinations: {', '.join(left_out)} "
+            "(their architectures have no LipschitzNorm variant or take no normalisation)"
+        )
+    return names
+
+
+def left_out_models(grid: Mapping[str, Iterable]) -> list[str]:
+    """The combinations of a grid's model axes that their architecture does not have,
+    spelt `architecture + attention_norm + norm` (`gat-classic + lip`), in first-seen order."""
+    return _expand_models(grid)[1]
+
+
+def left_out_lines(groups: Mapping[str, Mapping]) -> list[str]:
+    """One line for each run group (`run_groups`) whose grid leaves combinations out:
+    how many, and which."""
+    lines = []
+    for group, spec in groups.items():
+        names, left_out = _expand_models(spec["grid"])
+        if left_out:
+            lines.append(
+                f"lipnorm: {group}: {len(left_out)} of {len(names) + len(left_out)} model combinations left "
+                f"out, which their architecture does not have: {', '.join(left_out)}"
+            )
+    return lines
+
+
+def _expand_models(grid: Mapping[str, Iterable]) -> tuple[list[str], list[str]]:
+    """(the grid's models, the combinations left out), each once, in first-seen order."""
+    names, left_out = [], []
     for model in grid["models"]:
+        architecture, own_attention_norm, own_norm = registry.parse_model(model)
         for attention_norm, norm in itertools.product(grid.get("attention_norms", [None]), grid.get("norms", [None])):
-            names.append(registry.compose_model(*registry.model_parts(model, None, attention_norm, norm)))
-    return list(dict.fromkeys(names))
+            parts = (architecture, attention_norm or own_attention_norm, norm or own_norm)
+            if registry.has_model(*parts):
+                names.append(registry.compose_model(*parts))
+            else:
+                left_out.append(" + ".join(part for part in parts if part != registry.NO_NORM))
+    return list(dict.fromkeys(names)), list(dict.fromkeys(left_out))
 
 
 def run_subdirs(grid: Mapping[str, Iterable]) -> list[str]:
@@ -143,6 +180,60 @@ def schema_with_registry(schema: Mapping) -> dict:
         name: copy.deepcopy(dict(experiments.experiment(name).config)) for name in experiments.names()
     }
     return derived
+
+
+# The grid keys whose values a plugin can add to (a problem there gets the plugin hint).
+_PLUGIN_KEYS = ("datasets", "models", "norms")
+
+
+def check_config(config: Mapping, schema: Mapping) -> None:
+    """ValueError unless `config` is valid under `schema` (`schema_with_registry`'s):
+    a first line counting the problems, then one per problem naming its key path and,
+    once, what is allowed there; after a name a plugin could register, which plugins
+    are loaded."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    found = dict.fromkeys(problem for error in validator.iter_errors(config) for problem in _problems(error))
+    if not found:
+        return
+    lines = [line for line, _ in found]
+    if any(plugin_name for _, plugin_name in found):
+        lines.append(registry.plugin_hint("model").removeprefix("; "))
+    count = f"{len(found)} problem{'s' if len(found) > 1 else ''}"
+    raise ValueError("\n".join([f"the workflow config has {count}:", *lines]))
+
+
+def _problems(error) -> list[tuple[str, bool]]:
+    """(line, whether the value may be a plugin's name) of one jsonschema error; of a
+    `oneOf` (one grid, or arms), the alternative that came closest (fewest errors,
+    then the deepest)."""
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        branches: dict = {}
+        for sub in error.context:
+            branches.setdefault(sub.schema_path[0], []).append(sub)
+        closest = min(branches.values(), key=lambda errors: (len(errors), -max(len(e.absolute_path) for e in errors)))
+        return [problem for sub in closest for problem in _problems(sub)]
+    where = _key_path(error.absolute_path)
+    instance, value = error.instance, error.validator_value
+    if error.validator == "enum":
+        key = next((part for part in reversed(error.absolute_path) if isinstance(part, str)), "")
+        return [(f"{where}: {instance!r} is not allowed; allowed: {', '.join(map(str, value))}", key in _PLUGIN_KEYS)]
+    if error.validator == "additionalProperties" and isinstance(instance, Mapping):
+        allowed = list(error.schema.get("properties", {}))
+        return [
+            (f"{where}: unknown key {key!r}; allowed: {', '.join(allowed)}", False)
+            for key in instance if key not in allowed
+        ]
+    if error.validator == "required" and isinstance(instance, Mapping):
+        return [(f"{where}: missing key {key!r}", False) for key in value if key not in instance]
+    return [(f"{where}: {error.message}", False)]
+
+
+def _key_path(path) -> str:
+    """`experiments.depth.grid.models[0]`; the config's top level is `(top level)`."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+    return text or "(top level)"
 
 
 def plugin_args(plugins: Iterable[str] | None) -> str:

@@ -26,8 +26,18 @@ if not isinstance(PLUGINS, list):
     raise ValueError(
         f"config plugins must be a list of files or modules, got {PLUGINS!r}"
     )
+# A plugin file's path is relative to the config file's folder (the last --configfile,
+# else the Snakefile's `configfile:`), wherever Snakemake runs.
+_CONFIGFILES = workflow.overwrite_configfiles or workflow.configfiles
+PLUGINS = registry.plugins_relative_to(
+    PLUGINS,
+    os.path.dirname(os.path.abspath(_CONFIGFILES[-1])) if _CONFIGFILES else os.getcwd(),
+)
 registry.load_plugins(PLUGINS)
-SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+# Beside this file, also when the workflow is a module of another Snakefile.
+SCHEMA = os.path.join(
+    str(workflow.current_basedir), "..", "schemas", "config.schema.yaml"
+)
 DERIVED_SCHEMA = os.path.abspath(
     os.path.join(".snakemake", "lipnorm", "config.schema.yaml")
 )
@@ -36,6 +46,12 @@ os.makedirs(os.path.dirname(DERIVED_SCHEMA), exist_ok=True)
 with open(DERIVED_SCHEMA, "w") as _file:
     json.dump(_schema, _file)
 numbers.coerce_numbers(config, _schema)
+# One line per problem (its key path, what is allowed); Snakemake's validate then only
+# fills the schema's defaults.
+try:
+    grid.check_config(config, _schema)
+except ValueError as _problems:
+    sys.exit(f"lipnorm: {_problems}")
 validate(config, DERIVED_SCHEMA)
 # `--plugin P ...`: every job that reads registered names loads them too.
 PLUGIN_ARGS = grid.plugin_args(PLUGINS)
@@ -49,6 +65,10 @@ EXPERIMENTS = config["experiments"]
 # experiment, or one per arm: `diagnose/no-dropout`).
 GRID_EXPERIMENTS = [name for name in EXPERIMENTS if experiments.experiment(name).trains]
 RUN_GROUPS = grid.run_groups(EXPERIMENTS)
+# A grid's combinations an architecture does not have (gat-classic with lip) are left
+# out, one line per run group saying which.
+for _line in grid.left_out_lines(RUN_GROUPS):
+    print(_line, file=sys.stderr)
 
 DATASET_ROOT = f"{RESOURCES}/datasets"
 DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"

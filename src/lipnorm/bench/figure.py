@@ -12,7 +12,14 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lipnorm import registry
-from lipnorm.results.figures.style import PANEL_HEIGHT, TEXT_WIDTH, paper_style, save_figure, where
+from lipnorm.results.figures.style import (
+    PANEL_HEIGHT,
+    TEXT_WIDTH,
+    figure_legend,
+    paper_style,
+    save_figure,
+    where,
+)
 
 
 # `lipnorm bench` implementations: ours in the model palette, the references in grey tones.
@@ -73,8 +80,7 @@ def epoch_time_vs_edges(times: pd.DataFrame) -> Figure:
             ax.set_xlabel("Edges" if i == len(rows) - 1 else "")
     implementations = [name for name in BENCH_PALETTE if name in set(medians["implementation"])]
     handles = [Line2D([], [], color=BENCH_PALETTE[name], marker="o") for name in implementations]
-    fig.legend(handles, implementations, loc="outside upper center",
-               ncols=min(len(implementations), 5), frameon=False)
+    figure_legend(fig, handles, implementations, most_columns=5)
     return fig
 
 

@@ -2,7 +2,7 @@
 
 Each group of subcommands has its module, which adds their parsers and holds their
 handlers: `data`, `train`, `results` (aggregate, tables, plots, publish), `bench`
-(bench, probe) and `plan`; `common` what they share, `extras` the optional extra a
+(bench, probe), `plan` and `workflow`; `common` what they share, `extras` the optional extra a
 missing module comes from. Heavy imports (torch, dgl) happen inside the handlers so
 that `lipnorm --help` and argument errors are instant.
 """
@@ -16,11 +16,11 @@ import sys
 
 # Names, labels and colours only: no torch (the factories are imported when a model is built).
 from lipnorm import registry
-from lipnorm.cli import bench, data, plan, results, train
+from lipnorm.cli import bench, data, plan, results, train, workflow
 from lipnorm.cli.common import UsageError
 from lipnorm.cli.extras import extra_modules, missing_extra
 
-__all__ = ["main", "build_parser", "UsageError", "request_huge_pages", "extra_modules", "missing_extra"]
+__all__ = ["main", "build_parser", "parse_args", "UsageError", "request_huge_pages", "extra_modules", "missing_extra"]
 
 # The commands that train or time training: their large tensors on transparent huge
 # pages (`request_huge_pages`).
@@ -42,7 +42,32 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_probe_parser(sub)
     results.add_publish_parser(sub)
     plan.add_parsers(sub)
+    workflow.add_parsers(sub)
+    _remember_command_parsers(parser)
     return parser
+
+
+def _remember_command_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command's parser itself as the default `command_parser`: the
+    innermost one parsed wins, whose usage a handler's error prints."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(command_parser=command)
+                _remember_command_parsers(command)
+
+
+def plugin_specs(argv: list[str]) -> list[str]:
+    """The values of `--plugin X` and `--plugin=X` in `argv` (before any `--`)."""
+    specs = []
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--plugin" and index + 1 < len(argv):
+            specs.append(argv[index + 1])
+        elif arg.startswith("--plugin="):
+            specs.append(arg.split("=", 1)[1])
+    return specs
 
 
 def request_huge_pages() -> bool:
@@ -66,21 +91,46 @@ def request_huge_pages() -> bool:
     return os.environ[HUGE_PAGES_ENV] == "1"
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`argv` parsed; `lipnorm workflow` keeps the arguments it does not know, in order,
+    as `snakemake_args` (Snakemake's own), any other command refuses them."""
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "workflow":
+        args.snakemake_args = unknown
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the `lipnorm` command `argv` (default: sys.argv); its exit status. Bad input
-    (`UsageError`, ValueError) exits 2 with `lipnorm: error: ...`; a missing extra exits 1
+    (`UsageError`, ValueError) exits 2 with the command's usage and `lipnorm COMMAND: error: ...`; a missing extra exits 1
     naming it."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The plugins first, so that the parser's help lists their names (this imports
+    # only what a plugin imports; no --plugin, nothing).
+    try:
+        registry.load_plugins(plugin_specs(argv))
+        plugin_error = None
+    except ValueError as err:
+        plugin_error = err
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if plugin_error is not None and ("-h" in argv or "--help" in argv):
+        parser.exit(2, f"lipnorm: error: {plugin_error}\n")
+    args = parse_args(parser, argv)
+    # A handler's error prints the usage of the command it ran (`lipnorm train`).
+    command_parser = vars(args).pop("command_parser", parser)  # not a setting of the handler
     if args.command in HUGE_PAGE_COMMANDS:
         # Before this process allocates its first tensor, or PyTorch ignores it.
         request_huge_pages()
     try:
-        # First: a plugin's names are valid settings of the command.
+        if plugin_error is not None:
+            raise plugin_error
+        # An abbreviated --plugin (argparse's --plug) is loaded here.
         registry.load_plugins(getattr(args, "plugins", None))
         return int(args.handler(args) or 0)
     except (UsageError, ValueError) as err:
-        parser.error(str(err))
+        command_parser.error(str(err))
     except ImportError as err:
         # A slim install (`pip install lipnorm`) lacks the extras some commands need.
         missing = missing_extra(err)

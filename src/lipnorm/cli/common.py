@@ -35,7 +35,7 @@ def names_help(kind: str) -> str:
 
 
 class UsageError(Exception):
-    """Bad user input: printed as `lipnorm: error: ...`, exit code 2.
+    """Bad user input: printed as `lipnorm COMMAND: error: ...` after the command's usage, exit code 2.
 
     Library code raises ValueError for bad settings; main() reports both the same way.
     """

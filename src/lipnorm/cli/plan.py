@@ -41,8 +41,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--model", default="gat-lip", help="model, for its layers' projections (default: %(default)s)")
     run.add_argument("--checkpoint", action="store_true", help="activation checkpointing")
     run.add_argument("--batching", default="full", help="full (default) or cluster")
-    run.add_argument("--partitions", type=int, default=1, help="cluster: METIS partitions K")
-    run.add_argument("--batch-partitions", type=int, default=1, help="cluster: partitions per batch B")
+    run.add_argument("--partitions", type=int, help="cluster: METIS partitions K (default: sized by the graph, as lipnorm train)")
+    run.add_argument("--batch-partitions", type=int, help="cluster: partitions per batch B (default: sized by the graph)")
     run.add_argument("--data-root", default=DEFAULT_DATA_ROOT, help="a plugin's dataset without sizes is loaded from here")
     plan.set_defaults(handler=_plan)
 
@@ -59,9 +59,17 @@ def _plan(args: argparse.Namespace) -> int:
     if args.configfile:
         print(plan.config_report(plan.read_config(args.configfile), coefficients))
         return 0
+    sizes = plan.dataset_sizes(args.dataset, args.csbm, root=args.data_root)
+    counts = (1, 1)
+    if args.batching == "cluster":
+        from lipnorm.settings.train_config import cluster_counts
+
+        chosen = cluster_counts(sizes.nodes, args.partitions, args.batch_partitions)
+        print(f"cluster batches: K {chosen.partitions}, B {chosen.batch_partitions} ({chosen.reason})")
+        counts = (chosen.partitions, chosen.batch_partitions)
     shape = plan.RunShape(
-        plan.dataset_sizes(args.dataset, args.csbm, root=args.data_root), args.depth, args.heads, args.hidden,
-        args.checkpoint, args.batching, args.partitions, args.batch_partitions, plan.projections_of(args.model),
+        sizes, args.depth, args.heads, args.hidden, args.checkpoint, args.batching, *counts,
+        plan.projections_of(args.model),
     )
     estimate = coefficients.estimate(shape)
     if args.device != coefficients.device:

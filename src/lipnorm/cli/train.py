@@ -94,11 +94,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     flags.add_argument(
         "--partitions", type=int, metavar="K", default=argparse.SUPPRESS,
-        help="--batching cluster: METIS parts of the graph, cached under --data-root (default 64)",
+        help="--batching cluster: METIS parts of the graph, cached under --data-root (default: "
+        "sized by the graph, 64 on Cora; docs/training.md)",
     )
     flags.add_argument(
         "--batch-partitions", type=int, metavar="B", default=argparse.SUPPRESS,
-        help="--batching cluster: parts per batch, B <= K (default 16)",
+        help="--batching cluster: parts per batch, B <= K (default: sized by the graph, 16 on Cora)",
     )
     flags.add_argument(
         "--no-layer-stats", dest="layer_stats", action="store_false", default=argparse.SUPPRESS,

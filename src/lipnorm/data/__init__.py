@@ -36,8 +36,10 @@ __all__ = [
 
 def _check_name(name: str) -> str:
     """`name` if it is registered (`lipnorm.registry`: these DATASETS and a plugin's)."""
-    if name not in registry.dataset_names():
-        raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(registry.dataset_names())}")
+    try:
+        registry.dataset(name)
+    except ValueError as err:
+        raise DatasetError(str(err)) from None
     return name
 
 

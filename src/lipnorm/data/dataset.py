@@ -19,7 +19,7 @@ class DatasetError(ValueError):
     network failure, unsafe or truncated archive, checksum mismatch.
 
     A ValueError so that the CLI reports it like any other bad input
-    (`lipnorm: error: ...`, exit 2).
+    (`lipnorm COMMAND: error: ...`, exit 2).
     """
 
 

@@ -32,6 +32,21 @@ def _number(where: str, value: Any, integer: bool = True) -> Any:
     return int(number) if integer else float(number)
 
 
+_CLUSTER_COUNTS = ("partitions", "batch_partitions")
+
+
+def _cluster_counts(where: str, settings: Mapping[str, Any], sizes: DatasetSizes) -> dict[str, int]:
+    """K and B of a job on cluster batches: those `settings` give, the others sized by
+    the graph as the run sizes them (`lipnorm.settings.train_config.cluster_counts`)."""
+    from lipnorm.settings.train_config import cluster_counts
+
+    given = {
+        key: None if settings.get(key) is None else _number(f"{where} {key}", settings[key]) for key in _CLUSTER_COUNTS
+    }
+    counts = cluster_counts(sizes.nodes, **given)
+    return {"partitions": counts.partitions, "batch_partitions": counts.batch_partitions}
+
+
 @dataclass(frozen=True)
 class Job:
     """One training job of the workflow, planned: its run group and run directory below
@@ -121,24 +136,22 @@ def plan_job(
         "hidden": _number(f"{where} hidden", resolved["hidden"]),
         "checkpoint": bool(resolved.get("checkpoint", False)),
         "batching": resolved.get("batching", "full"),
-        "partitions": _number(f"{where} partitions", resolved.get("partitions", 1)),
-        "batch_partitions": _number(f"{where} batch_partitions", resolved.get("batch_partitions", 1)),
+        **(_cluster_counts(where, resolved, sizes) if resolved.get("batching") == "cluster" else {}),
         "projections": architecture.projections,
         "input_rows": input_rows(resolved.get("recipe", "lipnorm"), sizes, float(wildcards["rate"])),
     }
     # What the plan may change, in order: nothing, checkpointing, cluster batches.
     may_checkpoint = not base["checkpoint"] and architecture.checkpointable
     candidates: list[dict[str, Any]] = [{}] + ([{"checkpoint": True}] if may_checkpoint else [])
-    if cluster and base["batching"] == "full" and not architecture.full_batch_only:
-        batches = {
-            "batching": "cluster",
-            "partitions": _number(f"{run_group} plan.cluster.partitions", cluster["partitions"]),
-            "batch_partitions": _number(f"{run_group} plan.cluster.batch_partitions", cluster["batch_partitions"]),
-        }
+    if cluster is not None and base["batching"] == "full" and not architecture.full_batch_only:
+        # K and B as the plan config gives them; the others are left to the run, which
+        # sizes them by the graph as `_cluster_counts` does here.
+        batches = {"batching": "cluster", **{key: cluster[key] for key in _CLUSTER_COUNTS if key in cluster}}
         candidates += [batches] + ([{**batches, "checkpoint": True}] if may_checkpoint else [])
     tried = []
     for changed in candidates:
-        shape = RunShape(sizes, **{**base, **changed})
+        counts = _cluster_counts(f"{run_group} plan.cluster", {**resolved, **changed}, sizes) if changed.get("batching") else {}
+        shape = RunShape(sizes, **{**base, **changed, **counts})
         job = Job(run_group, subdir, wildcards, {**settings, **changed}, changed, epochs, coefficients.estimate(shape))
         tried.append(job)
         if max_mem_mb is None or job.mem_mb() <= max_mem_mb:
@@ -149,8 +162,8 @@ def plan_job(
         )
         if architecture.full_batch_only:
             hint = f" (architecture {architecture.name!r} is registered with full_batch_only=True: no cluster batches)"
-        elif not cluster:
-            hint = f" (cluster batches are not allowed: set plan: cluster: {{partitions: K, batch_partitions: B}} in {run_group.split('/')[0]})"
+        elif cluster is None:
+            hint = f" (cluster batches are not allowed: set plan: cluster: {{}} (K and B by the graph) or {{partitions: K, batch_partitions: B}} in {run_group.split('/')[0]})"
         else:
             hint = ""
         raise ValueError(

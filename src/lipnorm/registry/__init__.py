@@ -11,7 +11,7 @@ By concept: `entries` (what an entry is, its capability flags, the tables, looku
 `resolve`), `register` (the `register_*` functions), `grammar` (model names: an
 architecture, an attention normalisation and a representation normalisation composed as
 `<architecture>[-lip][-<norm>]`: `compose_model`, `parse_model`, `model_parts`,
-`model_names`), `labels` (labels and colours), `plugins` (`load_plugin`, `load_plugins`),
+`model_names`), `labels` (labels and colours), `plugins` (`load_plugin`, `load_plugins`, `loaded_plugins`, `plugins_relative_to`),
 `builtin` (lipnorm's own entries). This face is what users and plugins import. None of it imports torch, numpy or
 another lipnorm module: names, labels and colours are plain data, and the factories are
 `"module:attribute"` strings (or callables, for plugins) resolved when a model is built.
@@ -20,14 +20,14 @@ another lipnorm module: names, labels and colours are plain data, and the factor
 from lipnorm.registry.entries import (
     ARCHITECTURES, ATTENTION_NORMS, BUILTIN_DATASETS, DATASETS, NAME_PATTERN, NO_NORM, NORMS, PARAMETER_GROUPS,
     Architecture, Dataset, DatasetSizes, Factory, Norm, architecture, architecture_names, check_factory, check_new,
-    dataset, dataset_names, norm, norm_names, resolve,
+    dataset, dataset_names, norm, norm_names, plugin_hint, resolve,
 )
-from lipnorm.registry.grammar import compose_model, model_names, model_parts, parse_model
+from lipnorm.registry.grammar import compose_model, has_model, model_names, model_parts, parse_model
 from lipnorm.registry.labels import (
     AXIS_COLOURS, AXIS_LABELS, NO_NORM_COLOUR, SPARE_COLOURS, colour, figure_palette, label, model_colour,
     model_label, names, palette,
 )
-from lipnorm.registry.plugins import load_plugin, load_plugins
+from lipnorm.registry.plugins import load_plugin, load_plugins, loaded_plugins, plugins_relative_to
 from lipnorm.registry.register import register_architecture, register_dataset, register_norm, unregister
 from lipnorm.registry import builtin  # noqa: E402,F401  lipnorm's own entries, registered once
 
@@ -35,8 +35,8 @@ __all__ = [
     "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASETS", "NAME_PATTERN", "NO_NORM", "NORMS",
     "PARAMETER_GROUPS", "Architecture", "Dataset", "DatasetSizes", "Factory", "Norm", "architecture",
     "architecture_names", "check_factory", "check_new", "dataset", "dataset_names", "norm", "norm_names",
-    "resolve", "compose_model", "model_names", "model_parts", "parse_model", "AXIS_COLOURS", "AXIS_LABELS",
-    "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label", "model_colour", "model_label",
-    "names", "palette", "load_plugin", "load_plugins", "register_architecture", "register_dataset",
-    "register_norm", "unregister",
+    "plugin_hint", "resolve", "compose_model", "has_model", "model_names", "model_parts", "parse_model",
+    "AXIS_COLOURS", "AXIS_LABELS", "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label",
+    "model_colour", "model_label", "names", "palette", "load_plugin", "load_plugins", "loaded_plugins", "plugins_relative_to",
+    "register_architecture", "register_dataset", "register_norm", "unregister",
 ]

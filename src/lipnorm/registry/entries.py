@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Union
 
+from lipnorm.registry.plugins import loaded_plugins
+
 # lipnorm's own datasets, which `lipnorm.data` loads (its DATASETS); spelt here so that
 # this module imports nothing (not even numpy): the CLI starts with it.
 BUILTIN_DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
@@ -131,9 +133,25 @@ def check_factory(kind: str, name: str, what: str, factory: Any) -> None:
         )
 
 
+# The kinds a plugin can add names to.
+PLUGIN_KINDS = ("model", "architecture", "norm", "dataset")
+
+
 def unknown(kind: str, name: Any, names: Iterable[str]) -> ValueError:
-    """The error for a `kind` value `name` that is not one of `names`."""
-    return ValueError(f"unknown {kind} {name!r}; allowed: {', '.join(names)}")
+    """The error for a `kind` value `name` that is not one of `names`; for a kind a
+    plugin can add to, it says which plugins are loaded and how to load one."""
+    return ValueError(f"unknown {kind} {name!r}; allowed: {', '.join(names)}{plugin_hint(kind)}")
+
+
+def plugin_hint(kind: str) -> str:
+    """"; plugins loaded: ... (how to load one)" for a `kind` in `PLUGIN_KINDS`, else ""."""
+    if kind not in PLUGIN_KINDS:
+        return ""
+    loaded = ", ".join(loaded_plugins()) or "none"
+    return (
+        f"; plugins loaded: {loaded} (a plugin's names need --plugin PATH_OR_MODULE, "
+        "or plugins: [PATH_OR_MODULE] in the workflow config)"
+    )
 
 
 def architecture(name: str) -> Architecture:

@@ -11,7 +11,7 @@ spelt `<architecture>[-lip][-<norm>]`: `gat-lip-pairnorm` is gat + lip + pairnor
 (`compose_model`), `parse_model` splits one, and `model_parts` replaces some of its
 parts (the settings `architecture`, `attention_norm`, `norm` beside `model`). Inside lipnorm a model is carried as
 its three parts; the name is the user's spelling (settings, paths, tables), composed
-and split here only.
+and split here only; `has_model` says whether an architecture has a combination.
 
 `model_names()` is every composition of the registered entries, in the order of rows
 and legends; `refresh` recomputes it after a registration (refusing one that would make
@@ -20,7 +20,9 @@ a name mean two models) and `forget` after a removal.
 
 from __future__ import annotations
 
-from lipnorm.registry.entries import ARCHITECTURES, NO_NORM, architecture, norm, norm_names, unknown
+from lipnorm.registry.entries import (
+    ARCHITECTURES, ATTENTION_NORMS, NO_NORM, architecture, norm, norm_names, unknown,
+)
 
 # Model name -> (architecture, attention_norm, norm) of the current entries, and its
 # names as a tuple: the same objects until the registry changes.
@@ -69,6 +71,16 @@ def model_parts(
     parts = tuple(part if value is None else value for value, part in zip(given, parse_model(model)))
     compose_model(*parts)  # raises on an unknown part or combination
     return parts
+
+
+def has_model(architecture_name: str, attention_norm: str, norm_name: str) -> bool:
+    """Whether the architecture has this combination (a model name composes it);
+    ValueError naming an unknown architecture, attention_norm or norm."""
+    architecture(architecture_name)
+    norm(norm_name)
+    if attention_norm not in ATTENTION_NORMS:
+        raise unknown("attention_norm", attention_norm, ATTENTION_NORMS)
+    return (architecture_name, attention_norm, norm_name) in _table().values()
 
 
 def model_names() -> tuple[str, ...]:

@@ -23,7 +23,7 @@ def load_plugin(spec: str) -> Any:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"plugin must be a file path or a module name, got {spec!r}")
     as_path = Path(spec)
-    is_file = spec.endswith(".py") or "/" in spec or as_path.is_file()
+    is_file = _names_file(spec, Path.cwd())
     key = str(as_path.resolve()) if is_file else spec
     if key in _LOADED_PLUGINS:
         return _LOADED_PLUGINS[key]
@@ -51,6 +51,28 @@ def load_plugin(spec: str) -> Any:
     module = module if is_file else loaded
     _LOADED_PLUGINS[key] = module
     return module
+
+
+def loaded_plugins() -> tuple[str, ...]:
+    """The plugins loaded so far: each file's resolved path, or the module's name."""
+    return tuple(_LOADED_PLUGINS)
+
+
+def _names_file(spec: str, folder: Path) -> bool:
+    """Whether `spec` is a file path (not a module name), read from `folder`."""
+    return spec.endswith(".py") or "/" in spec or (folder / spec).is_file()
+
+
+def plugins_relative_to(specs: Iterable[str] | None, folder: str | Path) -> list[str]:
+    """`specs` with each relative file path read from `folder` (the workflow config's
+    own folder), made absolute; module names and absolute paths unchanged."""
+    folder = Path(folder)
+    return [
+        str((folder / spec).resolve())
+        if isinstance(spec, str) and spec.strip() and _names_file(spec, folder) and not Path(spec).is_absolute()
+        else spec
+        for spec in specs or ()
+    ]
 
 
 def load_plugins(specs: Iterable[str] | None) -> list[Any]:

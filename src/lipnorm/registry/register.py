@@ -66,7 +66,7 @@ def register_architecture(
     the attention entropy); `dropout`: default (feature, attention) dropout;
     `parameter_groups`: gradient group (one of `PARAMETER_GROUPS`) of a layer parameter
     by its name in the layer, or by a prefix ending in ``.``, for names lipnorm's own
-    rules (`lipnorm.nn.models.numbering._group_of`) do not place, e.g. ``{"attn": "attn"}`` for
+    rules (`lipnorm.nn.models.numbering._group_of`; an ``nn.Linear``'s weight is ``fc``) do not place, e.g. ``{"attn": "attn"}`` for
     DGL's GATv2Conv; `projections`: how many (N, heads * out_feats) projections of its
     input a layer computes (GAT's one, the graph transformer's query, key, value and skip
     four), which `lipnorm plan` counts in a run's memory.

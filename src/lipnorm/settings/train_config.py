@@ -51,13 +51,20 @@ SAVE_EVERY = 50
 # Settings that may differ between a saved training state and the run resuming it: they
 # change when the state is saved, not what is computed.
 RESUME_INDIFFERENT = ("save_every", "checkpoint")
-# Cluster batches (`lipnorm.train.cluster_batches`): 4 batches an epoch, each a quarter of
-# the graph's nodes (a step's activations about a quarter of the full batch's); on Cora
-# (GAT-Lip, depth 5, 100 % missing features) the test accuracy stayed within a point of
-# full batch's, where 8 batches of 32 parts lost 5 points (docs/performance.md). Many small
-# parts a batch mix the clusters' labels.
-DEFAULT_PARTITIONS = 64
-DEFAULT_BATCH_PARTITIONS = 16
+# Cluster batches (`lipnorm.train.cluster_batches`) where K (`partitions`) or B
+# (`batch_partitions`) is not given follow the graph (`cluster_counts`): an epoch of
+# ceil(nodes / CLUSTER_BATCH_NODES) batches, at least CLUSTER_MIN_BATCHES, each of
+# B = max(CLUSTER_MIN_BATCH_PARTITIONS, ceil(CLUSTER_MIN_PARTITIONS / batches)) parts,
+# K = batches * B. On Cora (2,708 nodes) that is 4 batches of 16 of 64 parts, each a
+# quarter of the graph: the test accuracy stayed within a point of full batch's, where 8
+# batches of 32 parts lost 5 points; many small parts a batch mix the clusters' labels.
+# At ogbn-arxiv's size (169,343 nodes) it is K 400, B 4: batches of ~1,700 nodes, one
+# epoch at depth 30, 8 x 64 in 3.8 GB against 13.5 GB with Cora's K 64, B 16
+# (docs/performance.md).
+CLUSTER_BATCH_NODES = 1700
+CLUSTER_MIN_BATCHES = 4
+CLUSTER_MIN_BATCH_PARTITIONS = 4
+CLUSTER_MIN_PARTITIONS = 64
 # The devices a run may ask for (`lipnorm.train.device.resolve_device` resolves them).
 DEVICE_FORMS = "cpu, cuda, cuda:N (N a GPU index: 0, 1, ...) or auto (cuda if usable, else cpu)"
 _DEVICE_RE = re.compile(r"cpu|auto|cuda(:[0-9]+)?")  # ASCII digits only, as the schema
@@ -90,10 +97,11 @@ class TrainConfig:
     checkpoint: bool = False
     # "full": each training step on the whole graph; "cluster": Cluster-GCN batches, each
     # the subgraph of `batch_partitions` of the graph's `partitions` METIS parts
-    # (lipnorm.train.cluster_batches; the two counts are used by "cluster" only).
+    # (lipnorm.train.cluster_batches; the two counts are used by "cluster" only). None:
+    # sized by the graph once it is loaded (`cluster_counts`).
     batching: str = "full"
-    partitions: int = DEFAULT_PARTITIONS
-    batch_partitions: int = DEFAULT_BATCH_PARTITIONS
+    partitions: int | None = None
+    batch_partitions: int | None = None
     recipe: str = "lipnorm"
     depth: int = 2
     alpha: float = 1.0
@@ -166,10 +174,7 @@ class TrainConfig:
 
     def _validate_filled(self) -> None:
         _check_types(self)
-        if self.dataset not in registry.dataset_names():
-            raise ValueError(
-                f"unknown dataset {self.dataset!r}; allowed: {', '.join(registry.dataset_names())}"
-            )
+        registry.dataset(self.dataset)  # raises on an unknown one, naming the plugins loaded
         self.model_parts()
         # The model's own checks name the value: model, depth, heads, hidden, alpha,
         # variant, dropouts (in_feats and num_classes are only known after loading).
@@ -272,15 +277,17 @@ def _check_types(config: TrainConfig) -> None:
             raise ValueError(f"{field.name} must be {' or '.join(words)}, got {value!r}")
 
 
-def check_batching(batching: str, partitions: int, batch_partitions: int, architecture: str, model: str) -> None:
+def check_batching(
+    batching: str, partitions: int | None, batch_partitions: int | None, architecture: str, model: str
+) -> None:
     """ValueError naming the first bad batching setting (the node count is checked by
     `lipnorm.train.cluster_batches.partition_sampler`, once the graph is loaded)."""
     if batching not in BATCHINGS:
         raise ValueError(f"unknown batching {batching!r}; allowed: {', '.join(BATCHINGS)}")
     for name, value in (("partitions", partitions), ("batch_partitions", batch_partitions)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if batch_partitions > partitions:
+    if None not in (partitions, batch_partitions) and batch_partitions > partitions:
         raise ValueError(
             f"batch_partitions={batch_partitions} must be at most partitions={partitions} "
             "(a batch is that many of the partitions)"
@@ -292,6 +299,49 @@ def check_batching(batching: str, partitions: int, batch_partitions: int, archit
             f"{architecture!r} is registered with full_batch_only=True (cluster batches apply to "
             f"{', '.join(batched)})"
         )
+
+
+class ClusterCounts(typing.NamedTuple):
+    """A run's cluster batches: K parts, B a batch, and why (for the run's log)."""
+
+    partitions: int
+    batch_partitions: int
+    reason: str
+
+
+def cluster_counts(nodes: int, partitions: int | None = None, batch_partitions: int | None = None) -> ClusterCounts:
+    """K and B for a graph of `nodes` nodes: those given, the others by the rule above
+    `CLUSTER_BATCH_NODES` (given one, the other makes the rule's number of batches).
+    K is at most `nodes` (a part holds a node at least) where the rule chooses it; a
+    given K over `nodes` is `partition_sampler`'s error, and the result is checked as
+    `check_batching` checks given counts."""
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be an integer >= 1, got {nodes!r}")
+    if partitions is not None and batch_partitions is not None:
+        return ClusterCounts(partitions, batch_partitions, "as given")
+    batches = max(CLUSTER_MIN_BATCHES, math.ceil(nodes / CLUSTER_BATCH_NODES))
+    rule = (
+        f"{nodes} nodes: {batches} batches an epoch, ceil(nodes / {CLUSTER_BATCH_NODES}) and at "
+        f"least {CLUSTER_MIN_BATCHES}, of at least {CLUSTER_MIN_BATCH_PARTITIONS} parts each and "
+        f"{CLUSTER_MIN_PARTITIONS} parts in all"
+    )
+    if partitions is None and batch_partitions is None:
+        batch_partitions = max(CLUSTER_MIN_BATCH_PARTITIONS, math.ceil(CLUSTER_MIN_PARTITIONS / batches))
+        partitions = min(nodes, batches * batch_partitions)
+        batch_partitions = math.ceil(partitions / batches)  # B again where K was cut to the nodes
+        reason = f"K and B by the graph's size ({rule})"
+    elif partitions is None:
+        partitions = min(nodes, batches * batch_partitions)
+        reason = f"B as given, K by the graph's size ({rule})"
+    else:
+        batch_partitions = min(partitions, math.ceil(partitions / batches))
+        reason = f"K as given, B by the graph's size ({rule})"
+    if batch_partitions > partitions:
+        raise ValueError(
+            f"batch_partitions={batch_partitions} must be at most partitions={partitions} "
+            f"(the graph's {nodes} nodes make at most {nodes} parts)"
+        )
+    return ClusterCounts(partitions, batch_partitions, reason)
 
 
 def check_device(text: str) -> str:

@@ -17,8 +17,9 @@ batch waits for that copy (as DropEdge's subset does) and for the layers' zero-i
 check of a new graph (`lipnorm.nn.conv.base.zero_in_degree_count`); the rest of a step
 does not wait (`lipnorm.train.trainer.Trainer.train_step`).
 
-The settings (`batching`, `partitions`, `batch_partitions`), their defaults and their
-checks are `lipnorm.settings.train_config`'s.
+The settings (`batching`, `partitions`, `batch_partitions`), their checks and the rule
+that sizes K and B by the graph where they are not given (`cluster_counts`) are
+`lipnorm.settings.train_config`'s.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class ClusterBatches:
         Where the batches go.
     cache_path : Path, optional
         Where the partition is cached (`cache_path`), for the run's log.
+    reason : str
+        Why these K and B (`lipnorm.settings.train_config.cluster_counts`), for the run's log.
     """
 
     def __init__(
@@ -110,9 +113,11 @@ class ClusterBatches:
         seed: int,
         device: torch.device,
         cache_path: Path | None = None,
+        reason: str = "as given",
     ):
         self.sampler = sampler
         self.cache_path = cache_path
+        self.reason = reason
         self.graph = graph
         self.partitions = len(sampler.partition_offset) - 1
         self.batch_partitions = batch_partitions

@@ -148,8 +148,12 @@ class RunDirectory:
         # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
         config = dataclasses.replace(config, device=str(resolve_device(config.device)))
         self.setup = prepare(config)
+        # What loading decided: the model's dropouts, and K and B where sized by the graph.
+        batches = self.setup.batches
         self.config = dataclasses.replace(
-            config, feat_drop=self.setup.model_config.feat_drop, attn_drop=self.setup.model_config.attn_drop
+            config, feat_drop=self.setup.model_config.feat_drop, attn_drop=self.setup.model_config.attn_drop,
+            partitions=config.partitions if batches is None else batches.partitions,
+            batch_partitions=config.batch_partitions if batches is None else batches.batch_partitions,
         )
         self.trainer = Trainer(
             self.setup, config.lr, config.weight_decay, config.protocol, dropedge=config.dropedge, seed=config.seed
@@ -188,9 +192,9 @@ class RunDirectory:
         logger.info("settings: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
         if setup.batches is not None:
             logger.info(
-                "cluster batches: %d METIS partitions (%s), %d per batch, %d batches an epoch",
+                "cluster batches: %d METIS partitions (%s), %d per batch, %d batches an epoch; %s",
                 setup.batches.partitions, setup.batches.cache_path, setup.batches.batch_partitions,
-                math.ceil(setup.batches.partitions / setup.batches.batch_partitions),
+                math.ceil(setup.batches.partitions / setup.batches.batch_partitions), setup.batches.reason,
             )
         if self.saved is None:
             if self.prepared_streams is not None:

@@ -258,10 +258,20 @@ class SeedGroup:
         return steps
 
     @torch.no_grad()
-    def _evaluate(self) -> torch.Tensor:
-        """`(S, 4)`: each seed's `(val_loss, train, val, test metric)`, as `Trainer.evaluate`."""
+    def _evaluate(self, layer_stats: bool = False) -> torch.Tensor:
+        """`(S, 4)`: each seed's `(val_loss, train, val, test metric)`, as `Trainer.evaluate`;
+        with `layer_stats`, each active seed's layer statistics in its trainer's
+        `layer_stats`, from its part of each batched layer's output and attention."""
         self.model.eval()
-        logits = self.model(self.graph, self.features)
+        outputs = [] if layer_stats else None
+        logits = self.model(self.graph, self.features, layer_outputs=outputs)
+        for seed, job in enumerate(self.jobs):
+            if outputs is None or not self.active[seed]:
+                continue
+            stats = job.trainer.layer_stats
+            for rst, attention in outputs:
+                heads = slice(seed * rst.shape[1] // self.model.seeds, (seed + 1) * rst.shape[1] // self.model.seeds)
+                stats.captured.append(stats.diagnostics.layer_stats_tensors(rst[:, heads], attention[:, heads]))
         val_losses = self._per_seed_loss(logits, 1)
         return torch.stack([
             torch.stack([val_losses[seed].double(), *(
@@ -314,14 +324,7 @@ class SeedGroup:
             lr = self.optimizer.param_groups[0]["lr"]
             with_stats = logged_epoch(config, epoch) and config.layer_stats
             steps = self._train_step()
-            if with_stats:  # the layer statistics of each seed's own network, as its run measures them
-                self._to_runs()
-                evaluations = [
-                    job.trainer.evaluate(layer_stats=True) if self.active[seed] else None
-                    for seed, job in enumerate(self.jobs)
-                ]
-            else:
-                evaluations = list(self._evaluate())
+            evaluations = list(self._evaluate(layer_stats=with_stats))
             share = (time.perf_counter() - epoch_start) / sum(self.active)
             for seed, job in enumerate(self.jobs):
                 if not self.active[seed]:

@@ -23,7 +23,7 @@ from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.device import resolve_device
 from lipnorm.train.hooks import GradientNorms, LayerStats, OutputNorms
 from lipnorm.train.tuning import retain_freed_memory, seed_everything, set_flush_denormal
-from lipnorm.settings.train_config import PROTOCOLS, TrainConfig
+from lipnorm.settings.train_config import PROTOCOLS, TrainConfig, cluster_counts
 
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
@@ -93,8 +93,9 @@ def prepare(config: TrainConfig) -> Setup:
     what training uses to `config.device`: the graph, the erased features, the labels, the
     split masks as node indices, the model (not the unerased features or the masks).
     With `batching="cluster"`, the METIS partition too (`lipnorm.train.cluster_batches`: read from
-    its cache under `data_root`, else computed and cached); the batches stay on the CPU
-    until each is used."""
+    its cache under `data_root`, else computed and cached), of K and B as given or, unset,
+    sized by the loaded graph (`lipnorm.settings.train_config.cluster_counts`); the batches stay on
+    the CPU until each is used."""
     # First: an unusable device is refused before anything is loaded.
     device = resolve_device(config.device)
     devices.use_device(device)
@@ -125,10 +126,12 @@ def prepare(config: TrainConfig) -> Setup:
     cpu_splits = [torch.nonzero(mask).squeeze(1) for mask in masks]
     batches = None
     if config.batching == "cluster":
-        path = cluster_batches.cache_path(config.data_root, config.dataset, config.partitions, csbm)
-        sampler = cluster_batches.partition_sampler(dataset.graph, config.partitions, path)
+        counts = cluster_counts(dataset.num_nodes, config.partitions, config.batch_partitions)
+        path = cluster_batches.cache_path(config.data_root, config.dataset, counts.partitions, csbm)
+        sampler = cluster_batches.partition_sampler(dataset.graph, counts.partitions, path)
         batches = ClusterBatches(
-            sampler, dataset.graph, cpu_splits[0], config.batch_partitions, config.seed, device, path
+            sampler, dataset.graph, cpu_splits[0], counts.batch_partitions, config.seed, device, path,
+            reason=counts.reason,
         )
     return Setup(
         dataset, devices.move(features, device), devices.move(model, device), model_config, erased,

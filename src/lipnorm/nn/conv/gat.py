@@ -29,6 +29,7 @@ from torch import nn
 
 from lipnorm.nn.conv.base import AttentionConv, reject_zero_in_degree, reset_residual, residual_projection
 from lipnorm.nn.functional import check_eps, lipschitz_norm_linear
+from lipnorm.nn.fused import fusable, gat_attention
 from lipnorm.nn.row_pruned import RowPruned
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
@@ -116,6 +117,14 @@ class GATConv(AttentionConv):
         Where the bound ``u v`` is at most ``eps`` (e.g. all-zero features, the
         missing-features setting), the normalised score is 0 instead of 0/0, i.e.
         uniform attention; elsewhere the score is exact. Must be >= 0.
+    fused : bool
+        Compute the scores, LipschitzNorm, softmax, attention dropout and neighbour sum
+        in one compiled CPU kernel (`lipnorm.nn.fused`) where it applies: a whole
+        homogeneous graph on the CPU, one feature tensor, no `edge_weight`, no
+        `get_attention`, the "paper" variant; elsewhere, and where no C compiler is
+        found, DGL's calls. The same numbers to float rounding and the same dropout
+        masks; for small layers (a few heads of 16 features) where DGL's per-call cost
+        dominates, several times faster (docs/performance.md).
     """
 
     def __init__(
@@ -135,10 +144,12 @@ class GATConv(AttentionConv):
         alpha: float = 1.0,
         variant: str = "paper",
         eps: float = 1e-12,
+        fused: bool = False,
     ):
         super().__init__(in_feats, out_feats, num_heads, norm=norm, alpha=alpha, variant=variant)
         check_eps(eps)
         self.eps = eps
+        self.fused = fused
         self.allow_zero_in_degree = allow_zero_in_degree
         width = num_heads * out_feats
         if isinstance(in_feats, tuple):
@@ -270,15 +281,7 @@ class GATConv(AttentionConv):
         """
         with graph.local_scope():
             h_dst, ft = self._project(graph, feat)
-            attention = self.attn_drop(edge_softmax(graph, self.leaky_relu(self._scores(graph, ft))))
-            if edge_weight is not None:
-                if tuple(edge_weight.shape) != (graph.num_edges(),):
-                    raise ValueError(
-                        f"edge_weight has shape {tuple(edge_weight.shape)}; expected (E,) = ({graph.num_edges()},)"
-                    )
-                attention = attention * edge_weight.view(-1, 1, 1)
-            # update_all(fn.u_mul_e("ft", "a", "m"), fn.sum("m", "ft")), same bits, faster.
-            rst = neighbour_weighted_sum(graph, ft[0] if isinstance(ft, tuple) else ft, attention)
+            rst, attention = self._attend(graph, ft, edge_weight=edge_weight, get_attention=get_attention)
             if self.res_fc is not None:
                 rst = rst + self._heads(self.res_fc, h_dst)
             if self.bias is not None:
@@ -289,3 +292,66 @@ class GATConv(AttentionConv):
                 return rst, attention
             return rst
 
+    def _attend(self, graph: dgl.DGLGraph, ft, *, edge_weight=None, get_attention: bool = False, head_mask=None):
+        """The attention-weighted neighbour sum `(N_dst, H, D)` of the projections `ft`,
+        and the attention `(E, H, 1)` with `get_attention` (else None).
+
+        `head_mask` `(E, K)` bool, K dividing H: the edges each of K equal groups of heads
+        sees (seeds trained together, each with its DropEdge); the others are left out
+        of that group's softmax and LipschitzNorm maxima. With `fused` and what the kernel
+        takes, one call of `lipnorm.nn.fused.gat_attention` does it all.
+        """
+        group = self._heads_per_group(head_mask)
+        if (
+            self.fused and edge_weight is None and not get_attention and not isinstance(ft, tuple)
+            and (self.norm == "none" or self.variant == "paper") and fusable(graph, ft)
+        ):
+            drop = self._attention_dropout(self._dropout_shape(graph, head_mask), ft, head_mask)
+            rst = gat_attention(
+                graph, ft, self.attn_l, self.attn_r, norm=self.norm, alpha=self.alpha, eps=self.eps,
+                negative_slope=self.leaky_relu.negative_slope, kept=head_mask, heads_per_seed=group, drop=drop,
+            )
+            return rst, None
+        edges = None if head_mask is None else head_mask.repeat_interleave(group, dim=1).unsqueeze(-1)
+        scores = self.leaky_relu(self._scores(graph, ft, edge_mask=edges))
+        if edges is not None:  # -inf: exp gives 0 (each node keeps its self-loop, so its max is finite)
+            scores = scores.masked_fill(~edges, float("-inf"))
+        attention = edge_softmax(graph, scores)
+        if head_mask is None:
+            attention = self.attn_drop(attention)  # nn.Dropout's own draw, on every device
+        else:
+            drop = self._attention_dropout(self._dropout_shape(graph, head_mask), attention, head_mask)
+            if drop is not None:  # (S, E, H/S, 1) -> the attention's (E, H, 1)
+                attention = attention * drop.transpose(0, 1).reshape(attention.shape)
+        if edge_weight is not None:
+            if tuple(edge_weight.shape) != (graph.num_edges(),):
+                raise ValueError(
+                    f"edge_weight has shape {tuple(edge_weight.shape)}; expected (E,) = ({graph.num_edges()},)"
+                )
+            attention = attention * edge_weight.view(-1, 1, 1)
+        # update_all(fn.u_mul_e("ft", "a", "m"), fn.sum("m", "ft")), same bits, faster.
+        rst = neighbour_weighted_sum(graph, ft[0] if isinstance(ft, tuple) else ft, attention)
+        return rst, attention
+
+    def _heads_per_group(self, head_mask) -> int:
+        """Heads per group of heads that see the same edges and draw their attention
+        dropout together: all of them without `head_mask`."""
+        return self.num_heads if head_mask is None else self.num_heads // head_mask.shape[1]
+
+    def _dropout_shape(self, graph: dgl.DGLGraph, head_mask) -> tuple[int, int, int, int]:
+        """`(S, E, H/S, 1)`: the attention-dropout multiplier's shape, S groups of heads
+        first (S = 1 without `head_mask`: then the attention's own `(E, H, 1)`)."""
+        group = self._heads_per_group(head_mask)
+        return self.num_heads // group, graph.num_edges(), group, 1
+
+    def _attention_dropout(self, shape: tuple[int, ...], like: torch.Tensor, head_mask=None) -> torch.Tensor | None:
+        """The attention-dropout multiplier (mask / (1 - p)) of `shape` (`_dropout_shape`),
+        drawn as `nn.Dropout` draws its mask on the CPU (so without `head_mask`,
+        `attention * multiplier` is its output, bit for bit); None where none applies
+        (evaluation, p = 0)."""
+        p = self.attn_drop.p
+        if not self.training or p == 0:
+            return None
+        if p == 1:  # nn.Dropout draws nothing then
+            return torch.zeros(shape, dtype=like.dtype, device=like.device)
+        return torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(1 - p).div_(1 - p)

@@ -37,14 +37,18 @@ def _numbered_layers(model: nn.Module) -> list[NumberedLayer]:
     return model.numbered_layers()
 
 
-def _group_of(name: str, declared: dict[str, str] | None = None) -> str:
+def _group_of(
+    name: str, declared: dict[str, str] | None = None, in_linear: bool = False, architecture: str | None = None
+) -> str:
     """Gradient group of a parameter of an attention layer or Linear, by its name there.
 
     `declared` (a registered architecture's `parameter_groups`) first: a parameter's
     name, or a prefix ending in `.`, mapped to its group. Then the rules: the residual
     (GAT `res_fc`) or skip (GT `fc_skip`) projection is one group, bias included; the
     other biases form `bias`, projection weights (GAT `fc`, GT `fc_q`/`fc_k`/`fc_v`, a
-    Linear's `weight`) form `fc`.
+    Linear's `weight`) form `fc`. Then the default: the weight of any `nn.Linear`
+    (`in_linear`; a wrapped layer's MLP, e.g. `dgl.nn.GINConv`'s `apply_func.0.weight`)
+    is `fc`. Anything else is a ValueError showing the registration that places it.
     """
     for key, group in (declared or {}).items():
         if name == key or (key.endswith(".") and name.startswith(key)):
@@ -55,14 +59,26 @@ def _group_of(name: str, declared: dict[str, str] | None = None) -> str:
         return "attn"
     if name == "bias" or name.endswith(".bias"):
         return "bias"
-    if name == "weight" or (name.startswith("fc") and name.endswith(".weight")):
+    if name == "weight" or (name.startswith("fc") and name.endswith(".weight")) or in_linear:
         return "fc"
+    # The fix places the parameter's top-level submodule (a prefix), or the name itself.
+    key = name.split(".", 1)[0] + "." if "." in name else name
     raise ValueError(
-        f"parameter {name!r} has no gradient group; known: res_fc.*, fc_skip.*, attn_l, "
-        "attn_r, *bias, weight, fc*.weight; an architecture declares others with "
-        f"lipnorm.registry.register_architecture(parameter_groups={{{name!r}: GROUP}}), "
-        f"GROUP one of {', '.join(registry.PARAMETER_GROUPS)}"
+        f"parameter {name!r} has no gradient group (lipnorm's rules place res_fc.*, fc_skip.*, attn_l, "
+        "attn_r, *bias, fc*.weight and any nn.Linear's weight); place it when registering: "
+        f"register_architecture({architecture or 'NAME'!r}, ..., parameter_groups={{{key!r}: GROUP}}), "
+        f"GROUP one of {', '.join(registry.PARAMETER_GROUPS)} (docs/models.md)"
     )
+
+
+def _linear_parameter_names(module: nn.Module) -> set[str]:
+    """The names (in `module`) of the parameters that belong to an `nn.Linear`."""
+    return {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, sub in module.named_modules()
+        if isinstance(sub, nn.Linear)
+        for name, _ in sub.named_parameters(recurse=False)
+    }
 
 
 def gradient_groups(model: nn.Module) -> list[tuple[int, str, str, list[nn.Parameter]]]:
@@ -75,10 +91,12 @@ def gradient_groups(model: nn.Module) -> list[tuple[int, str, str, list[nn.Param
     entries = []
     covered: set[int] = set()
     declared = getattr(model, "parameter_groups", None)
+    architecture = getattr(model, "architecture", None)
     for layer in _numbered_layers(model):
         groups: dict[str, list[nn.Parameter]] = {group: [] for group in GROUPS}
+        linear = _linear_parameter_names(layer.module)
         for name, param in layer.module.named_parameters():
-            groups[_group_of(name, declared)].append(param)
+            groups[_group_of(name, declared, name in linear, architecture)].append(param)
         if layer.norm is not None:
             groups["norm"].extend(layer.norm.parameters())
         groups["all"] = [param for group in GROUPS[:-1] for param in groups[group]]

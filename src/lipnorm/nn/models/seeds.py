@@ -33,10 +33,10 @@ from typing import Sequence
 import dgl
 import torch
 import torch.nn.functional as F
-from dgl.nn.functional import edge_softmax
 from torch import nn
 
 from lipnorm.nn.conv.gat import GATConv
+from lipnorm.nn.fused import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm
@@ -44,7 +44,6 @@ from lipnorm.nn.norm.pairnorm import EPS as PAIRNORM_EPS
 from lipnorm.nn.norm.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
-from lipnorm.nn.sparse import neighbour_weighted_sum
 
 __all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
 
@@ -69,7 +68,7 @@ def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator
 
 
 class _SeedAttentionDropout(nn.Module):
-    """Attention dropout on `(E, S*H, 1)` attention: seed s's heads from its generator,
+    """Attention dropout of `(E, S*H, 1)` attention: seed s's heads from its generator,
     over the edges its DropEdge kept where `kept` `(E, S)` is given (its separate run
     draws its mask over the graph of those edges, in their order)."""
 
@@ -78,21 +77,26 @@ class _SeedAttentionDropout(nn.Module):
         self.p = p
         self.generators = generators  # the network's list, filled by `set_generators`
 
-    def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+    def multiplier(self, shape: tuple[int, int, int, int], dtype: torch.dtype, kept: torch.Tensor | None):
+        """The mask / (1 - p) `(S, E, H, 1)`, seed s's `[s]` drawn from its generator as its
+        separate run draws its `(E, H, 1)` (over its kept edges only, where `kept` is
+        given); None where none applies."""
         if not self.training or self.p == 0:
-            return attention
-        if kept is None:
-            return seed_dropout(attention, self.p, self.generators, dim=1)
-        parts = attention.chunk(len(self.generators), dim=1)
-        masks = []
-        for seed, (part, generator) in enumerate(zip(parts, self.generators)):
+            return None
+        masks = torch.empty(shape, dtype=dtype) if kept is None else torch.zeros(shape, dtype=dtype)
+        for seed, generator in enumerate(self.generators):
+            if kept is None:
+                masks[seed].bernoulli_(1 - self.p, generator=generator)
+                continue
             rows = torch.nonzero(kept[:, seed]).squeeze(1)
-            mask = torch.zeros_like(part)
-            mask[rows] = torch.empty((len(rows), *part.shape[1:]), dtype=part.dtype, device=part.device).bernoulli_(
-                1 - self.p, generator=generator
-            )
-            masks.append(mask)
-        return attention * (torch.cat(masks, dim=1) / (1 - self.p))
+            masks[seed, rows] = torch.empty((len(rows), *shape[2:]), dtype=dtype).bernoulli_(1 - self.p, generator=generator)
+        return masks.div_(1 - self.p)
+
+    def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+        seeds = len(self.generators)
+        edges, heads, _ = attention.shape
+        multiplier = self.multiplier((seeds, edges, heads // seeds, 1), attention.dtype, kept)
+        return attention if multiplier is None else attention * multiplier.transpose(0, 1).reshape(attention.shape)
 
 
 class _SeedGATConv(GATConv):
@@ -110,7 +114,7 @@ class _SeedGATConv(GATConv):
         seeds = len(layers)
         super().__init__(
             first.in_feats, first.out_feats, seeds * first.num_heads, bias=False, norm=first.norm,
-            alpha=first.alpha, variant=first.variant, eps=first.eps,
+            alpha=first.alpha, variant=first.variant, eps=first.eps, fused=True,
         )
         self.seeds = seeds
         self.heads_per_seed = first.num_heads
@@ -123,31 +127,29 @@ class _SeedGATConv(GATConv):
             self.res_fc = nn.Identity()
         self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators)
 
-    def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None) -> torch.Tensor:
-        if kept is None:
-            return super().forward(graph, feat)
-        with graph.local_scope():
-            h_dst, ft = self._project(graph, feat)
-            head_kept = kept.repeat_interleave(self.heads_per_seed, dim=1).unsqueeze(-1)  # (E, S*H, 1)
-            scores = self.leaky_relu(self._scores(graph, ft, edge_mask=head_kept))
-            # -inf: exp gives 0 (each node keeps its self-loop, so its max is finite).
-            attention = edge_softmax(graph, scores.masked_fill(~head_kept, float("-inf")))
-            rst = neighbour_weighted_sum(graph, ft, self.attn_drop(attention, kept))
-            if self.res_fc is not None:
-                rst = rst + self._heads(self.res_fc, h_dst)
-            return rst
+    def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None, get_attention: bool = False):
+        h_dst, ft = self._project(graph, feat)
+        rst, attention = self._attend(graph, ft, head_mask=kept, get_attention=get_attention)
+        if self.res_fc is not None:
+            rst = rst + self._heads(self.res_fc, h_dst)
+        return (rst, attention) if get_attention else rst
+
+    def _heads_per_group(self, head_mask) -> int:
+        return self.heads_per_seed  # a seed's heads: its own edges and dropout stream
+
+    def _attention_dropout(self, shape, like, head_mask=None):
+        return self.attn_drop.multiplier(shape, like.dtype, head_mask)
 
     def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | RowPruned):
-        # (S, N, in) x (S, in, H*D) -> (N, S*H, D); the residual sees the input seed by seed.
+        # -> (N, S*H, D), each seed's input by its own matrix; the residual sees the input seed by seed.
         if isinstance(feat, RowPruned):
             # The product on the rows that can be non-zero only: a zero row projects to 0.
             if self.res_fc is not None:
                 raise ValueError("a residual layer takes its input whole, not row-pruned")
             ft = feat.scatter(torch.bmm(feat.values, self.weight.transpose(1, 2)))
             return None, ft.transpose(0, 1).reshape(feat.num_nodes, self.num_heads, self.out_feats)
-        ft = torch.bmm(feat, self.weight.transpose(1, 2)).transpose(0, 1)
-        h_dst = feat.transpose(0, 1).reshape(feat.shape[1], -1)
-        return h_dst, ft.reshape(feat.shape[1], self.num_heads, self.out_feats)
+        ft = grouped_linear(feat, self.weight)  # node-major (N, S, in) -> (N, S, H*D)
+        return feat.reshape(feat.shape[0], -1), ft.view(feat.shape[0], self.num_heads, self.out_feats)
 
     def _attention_terms(self, ft: torch.Tensor, *vectors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """`GATConv._attention_terms` seed by seed: each seed's block-diagonal product of
@@ -329,8 +331,15 @@ class SeedBatchedGAT(nn.Module):
                 ).bernoulli_(keep, generator=generator)
         return pruned._replace(values=values * noise.div_(keep))
 
-    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
-        """`kept` `(E, S)` bool: the edges each seed's DropEdge kept this step (None: all)."""
+    def forward(
+        self, graph: dgl.DGLGraph, feat: torch.Tensor, kept: torch.Tensor | None = None, layer_outputs: list | None = None
+    ) -> torch.Tensor:
+        """`kept` `(E, S)` bool: the edges each seed's DropEdge kept this step (None: all).
+
+        `layer_outputs`, a list: each layer appends its output `(N, S*H, D)` and attention
+        `(E, S*H, 1)` (seed s: heads ``s*H .. (s+1)*H - 1``), what a `LiteratureGAT`'s
+        layer returns with ``get_attention=True``, for the layer statistics.
+        """
         if feat.dim() == 3 and feat.shape[0] != self.seeds:
             raise ValueError(f"feat has shape {tuple(feat.shape)}; expected (N, F) or (S, N, F) with S = {self.seeds}")
         if kept is not None and (tuple(kept.shape) != (graph.num_edges(), self.seeds) or kept.dtype != torch.bool):
@@ -344,8 +353,12 @@ class SeedBatchedGAT(nn.Module):
             if i == 0:  # dropped out once, also where it is the last (depth 1)
                 h = self._first_input(feat)
             elif self.training and i == last:
-                h = seed_dropout(h, self.feat_drop, self.generators, dim=0)
-            rst = layer(graph, h, kept)  # (N, S*H, D)
+                h = seed_dropout(h, self.feat_drop, self.generators, dim=1)
+            if layer_outputs is None:
+                rst = layer(graph, h, kept)  # (N, S*H, D)
+            else:
+                rst, attention = layer(graph, h, kept, get_attention=True)
+                layer_outputs.append((rst, attention))
             rst = rst.reshape(rst.shape[0], self.seeds, -1)  # (N, S, H*D)
             if h0 is not None and self.initial_residual and i < last:
                 rst = initial_residual(rst, h0, self.initial_residual)
@@ -354,8 +367,8 @@ class SeedBatchedGAT(nn.Module):
             rst = F.relu(rst)
             if i == 0:
                 h0 = rst
-            h = rst.transpose(0, 1)  # (S, N, W)
-        return h
+            h = rst  # node-major (N, S, W), as the next layer projects it
+        return h.transpose(0, 1)
 
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
         """Seed `seed`'s `LiteratureGAT` state-dict names -> (batched tensor, index of the

@@ -30,6 +30,7 @@ from lipnorm.results.analysis import (
 from lipnorm.results.figures.style import (
     CMAP,
     depth_axis,
+    figure_legend,
     model_legend,
     panel_figure,
     paper_style,
@@ -226,8 +227,7 @@ def alpha_layerstats(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
     for _, row in other.drop_duplicates(["model", "heads", "hidden", "epochs"]).iterrows():
         handles.append(Line2D([], [], color=RECIPE_COLOUR, linestyle="-."))
         labels.append(recipe_label(row))
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 4),
-               frameon=False)
+    figure_legend(fig, handles, labels)
     diverged_footnote(fig, diverged, lambda row: (
         f"L={row['depth']} {label('model', row['model'])}, $\\alpha$ = {row['alpha']:g}"))
     return fig

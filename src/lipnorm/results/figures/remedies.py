@@ -21,6 +21,7 @@ from lipnorm.results.figures.style import (
     PANEL_HEIGHT,
     STYLE,
     TEXT_WIDTH,
+    figure_legend,
     hue_lines,
     metric_name,
     panel_figure,
@@ -124,8 +125,7 @@ def remedies_accuracy(runs: pd.DataFrame) -> Figure:
                                markersize=6, linestyle="none"), "published GAT"))  # as drawn (s=30)
     if not diverged.empty:
         handles.append((Line2D([], [], color="black", marker="x", linestyle="none"), "diverged"))
-    fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside upper center",
-               ncols=min(len(handles), 4), frameon=False)
+    figure_legend(fig, [h for h, _ in handles], [t for _, t in handles])
     return fig
 
 
@@ -164,8 +164,7 @@ def remedies_mad(runs: pd.DataFrame, layerstats: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"{LAYER_METRICS['mean_average_distance']}, last epoch" if ax is axes[0, 0] else "")
     handles = [(Line2D([], [], color=colours[n]), remedies.remedy_label(n)) for n in names]
     handles += _attention_norm_legend(runs, None)
-    fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside upper center",
-               ncols=3, frameon=False)
+    figure_legend(fig, [h for h, _ in handles], [t for _, t in handles], most_columns=3)
     diverged_footnote(fig, diverged, lambda row: (
         f"{label('dataset', row['dataset'])} {remedies.remedy_label(row['remedy'])}, "
         f"{remedies.model_label(runs, row['attention_norm'])}"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -45,15 +46,90 @@ CMAP = "viridis"
 PNG_DPI = 200  # the PDF is the vector original; the PNG serves the HTML report
 
 
+LEGEND_MARGIN = 0.05  # inches a figure legend keeps free at each side of the figure
+
+
 def paper_style(plot: Callable[..., Figure]) -> Callable[..., Figure]:
-    """Run a plotting function inside the paper style (fonts are fixed at creation)."""
+    """Run a plotting function inside the paper style (fonts are fixed at creation), then
+    wrap the panels' titles and axis labels that are longer than their panel
+    (`fit_panel_texts`): with the legends of `figure_legend`, no text leaves the canvas."""
 
     @functools.wraps(plot)
     def wrapper(*args, **kwargs) -> Figure:
         with sns.axes_style("whitegrid"), plt.rc_context(STYLE):
-            return plot(*args, **kwargs)
+            fig = plot(*args, **kwargs)
+            fit_panel_texts(fig)
+            return fig
 
     return wrapper
+
+
+def figure_legend(fig: Figure, handles: list, labels: list[str], most_columns: int = 4) -> None:
+    """The figure's legend above its panels (in space the constrained layout reserves),
+    in as many columns (at most `most_columns`) as fit the figure's width, its labels
+    wrapped where even one column does not fit; the figure grows by the legend's height
+    beyond one row, so the panels keep theirs whatever the number of entries."""
+    renderer = fig.canvas.get_renderer()
+    room = fig.bbox.width - 2 * LEGEND_MARGIN * fig.dpi
+
+    def place(texts: list[str], ncols: int, shown: list = handles):
+        return fig.legend(shown, texts, loc="outside upper center", ncols=ncols, frameon=False)
+
+    one_row = place(labels[:1], 1, handles[:1])
+    row_height = one_row.get_window_extent(renderer).height
+    one_row.remove()
+    longest = max(len(text) for text in labels)
+    # Fewer columns first, then narrower labels: the first layout that fits the width.
+    layouts = [(labels, ncols) for ncols in range(min(len(labels), most_columns), 0, -1)]
+    layouts += [([textwrap.fill(text, width) for text in labels], 1) for width in range(longest - 1, 3, -1)]
+    for texts, ncols in layouts:
+        legend = place(texts, ncols)
+        box = legend.get_window_extent(renderer)
+        if box.width <= room:
+            break
+        legend.remove()
+    else:
+        legend = place(*layouts[-1])
+        box = legend.get_window_extent(renderer)
+    fig.set_figheight(fig.get_figheight() + max(0.0, box.height - row_height) / fig.dpi)
+
+
+def fit_panel_texts(fig: Figure) -> None:
+    """Wrap each panel's title and x label to the width of its cell of the grid, and its
+    y label to the cell's height, where they are longer (such a text would cross its
+    neighbour's, or the canvas's edge)."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        spec = ax.get_subplotspec()
+        if spec is None:
+            continue
+        grid = spec.get_gridspec()
+        nrows, ncols = grid.get_geometry()
+        widths = np.asarray(grid.get_width_ratios() or [1] * ncols, dtype=float)
+        heights = np.asarray(grid.get_height_ratios() or [1] * nrows, dtype=float)
+        box = ax.figure.bbox  # the (sub)figure holding the grid, in pixels
+        width = box.width * widths[spec.colspan.start:spec.colspan.stop].sum() / widths.sum()
+        height = box.height * heights[spec.rowspan.start:spec.rowspan.stop].sum() / heights.sum()
+        for text, room in ((ax.title, width), (ax.xaxis.label, width), (ax.yaxis.label, height)):
+            _wrap_to(text, room, renderer)
+
+
+def _wrap_to(text, room: float, renderer) -> None:
+    """Wrap `text` (a matplotlib Text) at spaces, then anywhere, until it is at most
+    `room` pixels long (its extent along its own direction)."""
+    content = text.get_text()
+    vertical = text.get_rotation() % 180 == 90
+
+    def length() -> float:
+        box = text.get_window_extent(renderer)
+        return box.height if vertical else box.width
+
+    if not content or length() <= room:
+        return
+    for width in range(max(len(line) for line in content.split("\n")) - 1, 3, -1):
+        text.set_text("\n".join(textwrap.fill(line, width) for line in content.split("\n")))
+        if length() <= room:
+            return
 
 
 def panel_figure(nrows: int, ncols: int, **subplots) -> tuple[Figure, np.ndarray]:
@@ -77,8 +153,7 @@ def model_legend(fig: Figure, models: list[str], diverged: bool, marker: str | N
         labels.append("diverged")
     handles += [handle for handle, _ in extra]
     labels += [text for _, text in extra]
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), ncols),
-               frameon=False)
+    figure_legend(fig, handles, labels, ncols)
 
 
 def metric_name(runs: pd.DataFrame) -> str:

@@ -1,0 +1,268 @@
+"""GAT attention as one compiled CPU kernel (issue: grids of small runs).
+
+On the literature protocol's networks (1 head x 16 features, Cora-sized graphs) a GAT
+layer does almost no arithmetic: its cost is the dozen graph and element-wise calls
+between the projection and the output (scores, LipschitzNorm's maxima, LeakyReLU, edge
+softmax, attention dropout, neighbour sum, and as many backward), each of which walks
+the edges or the nodes once more. `gat_attention` does all of them in one pass over each
+destination's in-edges, forward and backward, for every head at once:
+
+    out_i = sum_{j -> i, kept} softmax_j(LeakyReLU(s_ij)) m_ij W h_j,
+    s_ij = (a_l . W h_j + a_r . W h_i)              (norm "none")
+    s_ij = alpha (a_l . W h_j + a_r . W h_i) c_i      (LipschitzNorm, the paper's variant:
+           c_i = 1 / (u v_i), 0 where u v_i <= eps; see `lipschitz_norm_linear`)
+
+per head (group) g, with m the attention-dropout multiplier (mask / (1 - p)) and "kept"
+the edges a seed's DropEdge kept. The numbers are `GATConv`'s (scores, softmax, sum in
+the same order; float rounding apart: the kernel's exp and dot products are its own).
+
+The kernel (`gat_attention.c`) is compiled with the machine's C compiler on first use
+and cached by source and machine (`LIPNORM_KERNEL_CACHE`, default
+``~/.cache/lipnorm/kernels``); where none can be built, `kernel_unavailable` says why
+and callers take the DGL path. It runs on one thread, on CPU tensors, float32 or
+float64, over a whole homogeneous graph.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import dgl
+import torch
+
+from lipnorm.nn.sparse import per_structure
+
+__all__ = ["gat_attention", "grouped_linear", "kernel_unavailable", "fusable"]
+
+_SOURCE = Path(__file__).with_name("gat_attention.c")
+_FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
+_TYPES = {torch.float32: ("f", "float", "expf", "sqrtf", ctypes.c_float), torch.float64: ("d", "double", "exp", "sqrt", ctypes.c_double)}
+
+
+def _source_text() -> str:
+    template = _SOURCE.read_text()
+    parts = []
+    for suffix, real, exp, sqrt, _ in _TYPES.values():
+        parts.append(
+            template.replace("SFX", suffix).replace("REAL", real).replace("EXP(", f"{exp}(").replace("SQRT(", f"{sqrt}(")
+        )
+    return "\n".join(parts)
+
+
+def _cpu_signature() -> str:
+    """What -march=native compiles for: the CPU's model and flags (a cache shared by
+    machines of different CPUs, e.g. a cluster's home folder, keeps one build each)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    wanted = [line for line in lines if line.startswith(("model name", "flags"))][:2]
+    return "\n".join(wanted)
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("LIPNORM_KERNEL_CACHE") or Path.home() / ".cache" / "lipnorm" / "kernels")
+
+
+@functools.lru_cache(maxsize=1)
+def _library() -> ctypes.CDLL | str:
+    """The compiled kernel, or why there is none (a sentence)."""
+    named = os.environ.get("CC")
+    compiler = shutil.which(named) if named else shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return f"the C compiler CC={named!r} was not found" if named else "no C compiler found (set CC or install gcc)"
+    source = _source_text()
+    key = hashlib.sha256("\0".join([source, " ".join(_FLAGS), compiler, platform.machine(), _cpu_signature()]).encode())
+    target = _cache_dir() / f"gat_attention-{key.hexdigest()[:16]}.so"
+    if not target.exists():
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=target.parent) as work:
+                c_file = Path(work) / "gat_attention.c"
+                c_file.write_text(source)
+                built = Path(work) / target.name
+                result = subprocess.run(
+                    [compiler, *_FLAGS, "-o", str(built), str(c_file), "-lm"], capture_output=True, text=True
+                )
+                if result.returncode != 0:
+                    return f"{compiler} failed to build the kernel: {result.stderr.strip()[:500]}"
+                os.replace(built, target)  # whole or not at all, also beside a concurrent build
+        except OSError as error:
+            return f"cannot build the kernel in {target.parent}: {error}"
+    library = ctypes.CDLL(str(target))
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    for suffix, _, _, _, real in _TYPES.values():
+        head = [size] * 4 + [pointer] * 3 + [pointer] * 3 + [pointer] * 2 + [ctypes.c_int, real, real, real]
+        getattr(library, f"gat_attention_forward_{suffix}").argtypes = head + [pointer] * 8
+        getattr(library, f"gat_attention_backward_{suffix}").argtypes = head + [pointer] * 6 + [pointer] * 2 + [pointer] * 4
+        getattr(library, f"grouped_linear_forward_{suffix}").argtypes = [size] * 4 + [pointer] * 3
+        getattr(library, f"grouped_linear_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 5
+    return library
+
+
+def kernel_unavailable() -> str | None:
+    """None if the kernel is (or can be) compiled here; else why not."""
+    library = _library()
+    return library if isinstance(library, str) else None
+
+
+def fusable(graph: dgl.DGLGraph, ft: torch.Tensor) -> bool:
+    """Whether `gat_attention` takes this graph and these projections."""
+    return (
+        not graph.is_block
+        and graph.num_src_nodes() == graph.num_dst_nodes()
+        and ft.device.type == "cpu"
+        and ft.dtype in _TYPES
+        and kernel_unavailable() is None
+    )
+
+
+def _in_edges(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def build(graph):
+        return tuple(t.to(torch.int64).contiguous() for t in graph.adj_tensors("csc"))
+
+    return per_structure(graph, "fused-csc", build)
+
+
+def _address(tensor: torch.Tensor | None) -> int | None:
+    return None if tensor is None else tensor.data_ptr()
+
+
+class _GATAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, ft, attn_l, attn_r, structure, kept, drop, heads_per_seed, lip, alpha, eps, slope):
+        nodes, groups, dim = ft.shape
+        suffix, real = _TYPES[ft.dtype][0], _TYPES[ft.dtype][4]
+        ft, attn_l, attn_r = ft.contiguous(), attn_l.contiguous(), attn_r.contiguous()
+        per_node = [ft.new_empty(nodes, groups) for _ in range(5)]  # el, er, sq, maxsq, scale
+        argmax = torch.empty(nodes, groups, dtype=torch.int64)
+        att = ft.new_empty(structure[1].numel(), groups)
+        out = ft.new_empty(nodes, groups, dim)
+        common = (
+            nodes, groups, dim, heads_per_seed, *(t.data_ptr() for t in structure), ft.data_ptr(), attn_l.data_ptr(),
+            attn_r.data_ptr(), _address(kept), _address(drop), int(lip), real(alpha), real(eps), real(slope),
+        )
+        getattr(_library(), f"gat_attention_forward_{suffix}")(
+            *common, *(t.data_ptr() for t in per_node), argmax.data_ptr(), att.data_ptr(), out.data_ptr()
+        )
+        ctx.common = common
+        ctx.keep = (structure, kept, drop)  # the pointers in `common` point into these
+        ctx.save_for_backward(ft, attn_l, attn_r, *per_node, argmax, att)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        ft, attn_l, attn_r, *per_node, argmax, att = ctx.saved_tensors
+        nodes, groups, dim = ft.shape
+        grad_out = grad_out.contiguous()
+        grad_ft, grad_l, grad_r = torch.empty_like(ft), torch.empty_like(attn_l), torch.empty_like(attn_r)
+        work = ft.new_empty(4 * nodes * groups + groups)
+        getattr(_library(), f"gat_attention_backward_{_TYPES[ft.dtype][0]}")(
+            *ctx.common, *(t.data_ptr() for t in per_node), argmax.data_ptr(), att.data_ptr(), grad_out.data_ptr(),
+            grad_ft.data_ptr(), grad_l.data_ptr(), grad_r.data_ptr(), work.data_ptr(),
+        )
+        return grad_ft, grad_l, grad_r, None, None, None, None, None, None, None, None
+
+
+def gat_attention(
+    graph: dgl.DGLGraph,
+    ft: torch.Tensor,
+    attn_l: torch.Tensor,
+    attn_r: torch.Tensor,
+    *,
+    norm: str = "none",
+    alpha: float = 1.0,
+    eps: float = 1e-12,
+    negative_slope: float = 0.2,
+    kept: torch.Tensor | None = None,
+    heads_per_seed: int | None = None,
+    drop: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`GATConv`'s attention and neighbour sum on projections `ft` `(N, G, D)`: `(N, G, D)`.
+
+    Parameters
+    ----------
+    graph : DGLGraph
+        A whole homogeneous graph (`fusable`).
+    ft : (N, G, D) tensor
+        The projected features W h, G heads (S seeds x H heads when seeds train together).
+    attn_l, attn_r : (1, G, D) or (G, D) tensors
+    norm : "none" or "lip"
+        Plain scores, or LipschitzNorm's (the paper's variant) with `alpha` and `eps`.
+    kept : (E, S) bool tensor, optional
+        The edges each seed kept (DropEdge), by edge ID; head g belongs to seed
+        ``g // heads_per_seed``. None: every edge for every head.
+    drop : (S, E, G / S) tensor, optional
+        The attention-dropout multiplier (mask / (1 - p)), seed-major, by edge ID, with
+        S = G / heads_per_seed (any shape of those values in that order, e.g.
+        `(E, G, 1)` for one seed); None: no dropout.
+    """
+    nodes, groups, dim = ft.shape
+    if norm not in ("none", "lip"):
+        raise ValueError(f"unknown norm {norm!r}; allowed: none, lip")
+    if nodes != graph.num_nodes():
+        raise ValueError(f"ft has shape {tuple(ft.shape)}; expected {graph.num_nodes()} rows, one per node")
+    heads_per_seed = heads_per_seed or groups
+    if groups % heads_per_seed:
+        raise ValueError(f"{groups} heads are not whole seeds of {heads_per_seed} heads each")
+    if kept is not None:
+        seeds = groups // heads_per_seed
+        if kept.dtype != torch.bool or tuple(kept.shape) != (graph.num_edges(), seeds):
+            raise ValueError(f"kept is a {kept.dtype} tensor of shape {tuple(kept.shape)}; expected bool (E, S) = "
+                             f"({graph.num_edges()}, {seeds})")
+        kept = kept.contiguous().view(torch.uint8)
+    if drop is not None:
+        drop = drop.reshape(groups // heads_per_seed, graph.num_edges(), heads_per_seed).to(ft.dtype).contiguous()
+    attn_l, attn_r = (a.reshape(groups, dim) for a in (attn_l, attn_r))
+    return _GATAttention.apply(
+        ft, attn_l, attn_r, _in_edges(graph), kept, drop, heads_per_seed, norm == "lip", alpha, eps, negative_slope
+    )
+
+
+class _GroupedLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        nodes, groups, size_in = x.shape
+        size_out = weight.shape[1]
+        x, weight = x.contiguous(), weight.contiguous()
+        out = x.new_empty(nodes, groups, size_out)
+        weight_t = weight.transpose(1, 2).contiguous()  # held: the kernel reads it through a pointer
+        getattr(_library(), f"grouped_linear_forward_{_TYPES[x.dtype][0]}")(
+            nodes, groups, size_in, size_out, x.data_ptr(), weight_t.data_ptr(), out.data_ptr()
+        )
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        nodes, groups, size_in = x.shape
+        grad_out = grad_out.contiguous()
+        grad_x, grad_weight = torch.empty_like(x), torch.empty_like(weight)
+        getattr(_library(), f"grouped_linear_backward_{_TYPES[x.dtype][0]}")(
+            nodes, groups, size_in, weight.shape[1], x.data_ptr(), weight.data_ptr(), grad_out.data_ptr(),
+            grad_x.data_ptr(), grad_weight.data_ptr(),
+        )
+        return grad_x, grad_weight
+
+
+def grouped_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`out[n, s] = weight[s] @ x[n, s]`: `(N, S, O)` from node-major `x` `(N, S, I)` and
+    `weight` `(S, O, I)` (S seeds' projections of one layer, each its own matrix), as
+    ``torch.einsum("nsi,soi->nso", x, weight)``, in the compiled kernel where it can be
+    built (CPU, float32/float64), else by that einsum."""
+    if x.dim() != 3 or weight.dim() != 3 or weight.shape[0] != x.shape[1] or weight.shape[2] != x.shape[2]:
+        raise ValueError(
+            f"x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}; expected (N, S, I) and (S, O, I)"
+        )
+    if x.device.type != "cpu" or x.dtype not in _TYPES or weight.dtype != x.dtype or kernel_unavailable() is not None:
+        return torch.einsum("nsi,soi->nso", x, weight)
+    return _GroupedLinear.apply(x, weight)

@@ -1,0 +1,229 @@
+"""`lipnorm.nn.fused`: GAT attention as one compiled kernel equals the layer's DGL path and
+the dense reference, values and gradients, with DropEdge masks and attention dropout."""
+
+from __future__ import annotations
+
+import dgl
+import pytest
+import torch
+
+from lipnorm.nn import GATConv
+from lipnorm.nn import fused
+from lipnorm.nn.fused import gat_attention, grouped_linear, kernel_unavailable
+from tests.test_gat import GRAPHS, make_graph, randomise, reference_gat
+
+TOLERANCES = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-5, atol=1e-5)}
+INPUTS = ("random", "all-zero", "zero-rows")
+
+
+def features(kind: str, nodes: int, size: int, dtype: torch.dtype) -> torch.Tensor:
+    """Random, all-zero (the missing-features setting's worst case: every bound is 0), or
+    random with every other row zero (nodes whose projections are 0 beside others')."""
+    feat = torch.randn(nodes, size, dtype=dtype)
+    if kind == "all-zero":
+        return torch.zeros_like(feat)
+    if kind == "zero-rows":
+        feat[::2] = 0
+    return feat
+
+
+def layer_pair(in_feats, out_feats, heads, norm, dtype, **options) -> GATConv:
+    layer = GATConv(in_feats, out_feats, heads, norm=norm, fused=True, **options)
+    randomise(layer)
+    return layer.to(dtype)
+
+
+def run(layer: GATConv, graph, feat, fused_path: bool, **attend):
+    """Output and gradients of (fc, attn_l, attn_r, bias) of a fixed weighted sum."""
+    layer.fused = fused_path
+    layer.zero_grad()
+    if attend:
+        with graph.local_scope():
+            _, ft = layer._project(graph, feat)
+            out, _ = layer._attend(graph, ft, **attend)
+    else:
+        out = layer(graph, feat)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)
+    (out * weights).sum().backward()
+    return out.detach(), [p.grad.clone() for p in layer.parameters() if p.grad is not None]
+
+
+def test_the_kernel_builds_here():
+    # The suite's machines have a C compiler; the fast path is what the grids use.
+    assert kernel_unavailable() is None
+
+
+@pytest.mark.parametrize(
+    "dtype, inputs, out_feats",
+    [(torch.float64, kind, 3) for kind in INPUTS] + [(torch.float32, "random", 16)],
+    ids=[f"f64-{kind}" for kind in INPUTS] + ["f32-random-D16"],
+)
+@pytest.mark.parametrize("norm, alpha", [("none", 1.0), ("lip", 1.0), ("lip", 0.3)])
+@pytest.mark.parametrize("num_heads", [1, 3])
+@pytest.mark.parametrize("graph_name", GRAPHS)
+def test_fused_equals_the_dgl_path_values_and_gradients(graph_name, num_heads, norm, alpha, dtype, inputs, out_feats):
+    graph = make_graph(graph_name, self_loops=True)
+    torch.manual_seed(0)
+    layer = layer_pair(5, out_feats, num_heads, norm, dtype, alpha=alpha, negative_slope=0.1)
+    feat = features(inputs, graph.num_nodes(), 5, dtype)
+    plain, plain_grads = run(layer, graph, feat, fused_path=False)
+    fast, fast_grads = run(layer, graph, feat, fused_path=True)
+    torch.testing.assert_close(fast, plain, **TOLERANCES[dtype])
+    assert len(fast_grads) == len(plain_grads) == 4
+    for got, expected in zip(fast_grads, plain_grads):
+        torch.testing.assert_close(got, expected, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("num_heads", [1, 2])
+@pytest.mark.parametrize("norm", ["none", "lip"])
+@pytest.mark.parametrize("graph_name", GRAPHS)
+def test_fused_equals_the_dense_reference(graph_name, norm, num_heads):
+    graph = make_graph(graph_name, self_loops=True)
+    torch.manual_seed(2)
+    layer = layer_pair(5, 3, num_heads, norm, torch.float64, alpha=2.5)
+    layer.eval()
+    feat = torch.randn(graph.num_nodes(), 5, dtype=torch.float64)
+    expected, _, _ = reference_gat(layer, graph, feat)
+    torch.testing.assert_close(layer(graph, feat), expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("seeds, heads_per_seed", [(2, 1), (3, 2)])
+@pytest.mark.parametrize("norm", ["none", "lip"])
+def test_per_seed_edge_masks_equal_the_dgl_path(norm, seeds, heads_per_seed):
+    """DropEdge of seeds trained together: head group s sees the edges `kept[:, s]` only."""
+    graph = dgl.add_self_loop(dgl.remove_self_loop(dgl.rand_graph(30, 120)))
+    torch.manual_seed(3)
+    layer = layer_pair(4, 6, seeds * heads_per_seed, norm, torch.float64)
+    feat = torch.randn(30, 4, dtype=torch.float64)
+    kept = torch.rand(graph.num_edges(), seeds) < 0.6
+    src, dst = graph.edges()
+    kept[src == dst] = True  # DropEdge keeps every node's self-loop
+    plain, plain_grads = run(layer, graph, feat, fused_path=False, head_mask=kept)
+    fast, fast_grads = run(layer, graph, feat, fused_path=True, head_mask=kept)
+    torch.testing.assert_close(fast, plain, rtol=1e-10, atol=1e-10)
+    for got, expected in zip(fast_grads, plain_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    # and seed 0 alone on the graph of its kept edges gives its heads' numbers
+    alone = GATConv(4, 6, heads_per_seed, norm=norm, bias=False).double()
+    with torch.no_grad():
+        alone.fc.weight.copy_(layer.fc.weight[: heads_per_seed * 6])
+        alone.attn_l.copy_(layer.attn_l[:, :heads_per_seed])
+        alone.attn_r.copy_(layer.attn_r[:, :heads_per_seed])
+    subgraph = dgl.edge_subgraph(graph, kept[:, 0], relabel_nodes=False)
+    torch.testing.assert_close(fast[:, :heads_per_seed], alone(subgraph, feat), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("norm", ["none", "lip"])
+def test_attention_dropout_draws_nn_dropouts_masks(norm):
+    """In training the fused layer draws the mask nn.Dropout draws, from the same stream."""
+    graph = make_graph("random", self_loops=True)
+    torch.manual_seed(4)
+    layer = layer_pair(5, 4, 2, norm, torch.float32, attn_drop=0.5, feat_drop=0.2)
+    layer.train()
+    feat = torch.randn(graph.num_nodes(), 5)
+    torch.manual_seed(10)
+    plain, plain_grads = run(layer, graph, feat, fused_path=False)
+    plain_stream = torch.get_rng_state()
+    torch.manual_seed(10)
+    fast, fast_grads = run(layer, graph, feat, fused_path=True)
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
+    for got, expected in zip(fast_grads, plain_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert torch.equal(torch.get_rng_state(), plain_stream)  # as many draws: later runs unchanged
+    layer.eval()
+    assert not torch.allclose(layer(graph, feat), fast)  # the masks dropped something
+
+
+@pytest.mark.parametrize("norm", ["none", "lip"])
+def test_gradcheck_with_masks_and_dropout(norm):
+    graph = dgl.add_self_loop(dgl.remove_self_loop(dgl.rand_graph(12, 40)))
+    torch.manual_seed(5)
+    ft = torch.randn(12, 4, 3, dtype=torch.float64, requires_grad=True)
+    attn_l = torch.randn(1, 4, 3, dtype=torch.float64, requires_grad=True)
+    attn_r = torch.randn(1, 4, 3, dtype=torch.float64, requires_grad=True)
+    kept = torch.rand(graph.num_edges(), 2) < 0.7
+    src, dst = graph.edges()
+    kept[src == dst] = True
+    drop = (torch.rand(graph.num_edges(), 4, 1) < 0.5).double() * 2
+
+    def attention(ft, attn_l, attn_r):
+        return gat_attention(graph, ft, attn_l, attn_r, norm=norm, alpha=0.7, kept=kept, heads_per_seed=2, drop=drop)
+
+    assert torch.autograd.gradcheck(attention, (ft, attn_l, attn_r))
+
+
+def test_a_diverged_seed_leaves_the_others_alone():
+    graph = dgl.add_self_loop(dgl.remove_self_loop(dgl.rand_graph(20, 60)))
+    torch.manual_seed(6)
+    ft = torch.randn(20, 2, 4)
+    attn = torch.randn(1, 2, 4), torch.randn(1, 2, 4)
+    clean = gat_attention(graph, ft, *attn, norm="lip")
+    ft[3, 0] = float("nan")
+    poisoned = gat_attention(graph, ft, *attn, norm="lip")
+    torch.testing.assert_close(poisoned[:, 1], clean[:, 1], rtol=0, atol=0)
+    assert poisoned[:, 0].isnan().any()
+
+
+def test_bad_arguments_are_named():
+    graph = dgl.add_self_loop(dgl.rand_graph(5, 8))
+    ft, attn = torch.randn(5, 4, 2), torch.randn(1, 4, 2)
+    with pytest.raises(ValueError, match=r"unknown norm 'pair'; allowed: none, lip"):
+        gat_attention(graph, ft, attn, attn, norm="pair")
+    with pytest.raises(ValueError, match=r"4 heads are not whole seeds of 3 heads each"):
+        gat_attention(graph, ft, attn, attn, heads_per_seed=3)
+    with pytest.raises(ValueError, match=r"kept is a torch.float32 tensor of shape \(13, 2\); expected bool \(E, S\) = \(13, 2\)"):
+        gat_attention(graph, ft, attn, attn, heads_per_seed=2, kept=torch.ones(13, 2))
+    with pytest.raises(ValueError, match=r"ft has shape \(6, 4, 2\); expected 5 rows, one per node"):
+        gat_attention(graph, torch.randn(6, 4, 2), attn, attn)
+
+
+def test_without_a_compiler_the_layer_takes_dgls_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("LIPNORM_KERNEL_CACHE", str(tmp_path / "cache"))
+    fused._library.cache_clear()
+    try:
+        assert kernel_unavailable() == f"the C compiler CC='{tmp_path / 'no-such-cc'}' was not found"
+        graph = make_graph("random", self_loops=True)
+        layer = layer_pair(5, 2, 2, "lip", torch.float64)
+        feat = torch.randn(graph.num_nodes(), 5, dtype=torch.float64)
+        fast, _ = run(layer, graph, feat, fused_path=True)
+        plain, _ = run(layer, graph, feat, fused_path=False)
+        assert torch.equal(fast, plain)  # the same calls: the fallback is the DGL path itself
+    finally:
+        fused._library.cache_clear()
+
+
+def test_the_build_leaves_only_the_library_in_its_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIPNORM_KERNEL_CACHE", str(tmp_path / "cache"))
+    fused._library.cache_clear()
+    try:
+        assert kernel_unavailable() is None
+        built = sorted(p.name for p in (tmp_path / "cache").iterdir())
+        assert len(built) == 1 and built[0].startswith("gat_attention-") and built[0].endswith(".so")
+    finally:
+        fused._library.cache_clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("groups, size_in, size_out", [(1, 16, 16), (5, 16, 16), (3, 7, 2)])
+def test_grouped_linear_equals_each_groups_own_product(groups, size_in, size_out, dtype):
+    torch.manual_seed(7)
+    x = torch.randn(40, groups, size_in, dtype=dtype, requires_grad=True)
+    weight = torch.randn(groups, size_out, size_in, dtype=dtype, requires_grad=True)
+    out = grouped_linear(x, weight)
+    # independent reference: each group's own nn.functional.linear
+    expected = torch.stack([torch.nn.functional.linear(x[:, s], weight[s]) for s in range(groups)], dim=1)
+    torch.testing.assert_close(out, expected, **TOLERANCES[dtype])
+    upstream = torch.randn_like(out)
+    got = torch.autograd.grad((out * upstream).sum(), (x, weight))
+    want = torch.autograd.grad((expected * upstream).sum(), (x, weight))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOLERANCES[dtype])
+
+
+def test_grouped_linear_gradcheck_and_bad_shapes():
+    x = torch.randn(6, 2, 3, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(grouped_linear, (x, weight))
+    with pytest.raises(ValueError, match=r"x has shape \(6, 2, 3\) and weight \(3, 4, 3\); expected \(N, S, I\) and \(S, O, I\)"):
+        grouped_linear(x, torch.randn(3, 4, 3, dtype=torch.float64))
