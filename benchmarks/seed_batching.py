@@ -32,9 +32,9 @@ import torch.nn.functional as F
 from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
-from lipnorm.settings.model_config import ModelConfig
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seeds import SeedBatchedGAT
+from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 
 

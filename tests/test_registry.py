@@ -21,14 +21,14 @@ import yaml
 from torch import nn
 
 from lipnorm import cli, data, grid, plan, registry, train
-from lipnorm.settings import train_config
 from lipnorm.nn import functional
-from lipnorm.settings import model_config
 from lipnorm.nn.models import deep, numbering
 from lipnorm.nn.models.build import build_model
-from lipnorm.settings.model_config import ModelConfig
 from lipnorm.nn.models.numbering import gradient_groups
 from lipnorm.results import aggregate, figures
+from lipnorm.settings import train_config
+from lipnorm.settings import model_config
+from lipnorm.settings.model_config import ModelConfig
 from lipnorm.train.trainer import prepare
 
 REPO = Path(__file__).resolve().parents[1]

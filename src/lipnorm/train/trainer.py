@@ -16,6 +16,7 @@ from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.settings.model_config import ModelConfig
+from lipnorm.settings.train_config import PROTOCOLS, TrainConfig, cluster_counts
 from lipnorm.train import cluster_batches
 from lipnorm.train import device as devices
 from lipnorm.train import run_state
@@ -23,7 +24,6 @@ from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.device import resolve_device
 from lipnorm.train.hooks import GradientNorms, LayerStats, OutputNorms
 from lipnorm.train.tuning import retain_freed_memory, seed_everything, set_flush_denormal
-from lipnorm.settings.train_config import PROTOCOLS, TrainConfig, cluster_counts
 
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
