@@ -4,9 +4,13 @@ Question (issue: grids of small runs): what does one epoch of the literature pro
 network (`--recipe dgn`: Cora, 1 x 16, 100 % missing features) cost per seed
 
 - on the path of 2026-12-04 morning ("dense": the first layer drops out and projects
-  the whole (N, F) input, as `LiteratureGAT` did before `lipnorm.nn.row_pruned`),
-- on the lean path ("lean": `LiteratureGAT` now, the first layer on its non-zero rows),
-- with S seeds as one `SeedBatchedGAT` ("together", what `lipnorm train --seeds` trains),
+  the whole (N, F) input, as `LiteratureGAT` did before `lipnorm.nn.row_pruned`, and the
+  attention is DGL's calls),
+- on the lean path ("lean": `LiteratureGAT` now, the first layer on its non-zero rows,
+  the attention in the compiled kernel of `lipnorm.nn.fused`),
+- with S seeds as one `SeedBatchedGAT`, its attention by DGL's calls ("together-dgl",
+  what `lipnorm train --seeds` trained before the kernel) or by the kernel ("together",
+  what it trains now),
 
 and what LipschitzNorm adds on each (GAT-Lip / GAT)? With `--dropedge RATE`, each seed's
 training step sees its own DropEdge graph: a new subgraph per seed and epoch on the
@@ -39,11 +43,17 @@ from lipnorm.settings.recipes import recipe_defaults
 
 
 class DenseInputGAT(LiteratureGAT):
-    """`LiteratureGAT` as it was before the row-pruned first layer: dropout (and then the
-    projection) of the whole input."""
+    """`LiteratureGAT` as it was before the row-pruned first layer and the compiled
+    attention kernel: dropout (and then the projection) of the whole input, DGL's calls."""
 
     def _first_input(self, feat):
         return F.dropout(feat, p=self.feat_drop, training=self.training)
+
+
+# One seed at a time: the path before (dense first layer, DGL's calls), the lean path
+# (row-pruned first layer, compiled attention); S seeds as one network with DGL's calls
+# (what `--seeds` trained before the kernel) and with the kernel (now).
+PATHS = ("dense", "lean", "together-dgl", "together")
 
 
 def main() -> None:
@@ -127,12 +137,17 @@ def main() -> None:
         for model in models(attention_norm):
             copy = DenseInputGAT.__new__(DenseInputGAT)
             copy.__dict__.update(model.__dict__)
+            for layer in copy.layers:
+                layer.fused = False
             dense.append(copy)
-        batched = SeedBatchedGAT(models(attention_norm))
-        batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(args.seeds)])
         paths["dense", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in dense])
         paths["lean", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in lean])
-        paths["together", attention_norm] = together_epoch(batched, adam(batched.parameters()))
+        for path, fused in (("together-dgl", False), ("together", True)):
+            batched = SeedBatchedGAT(models(attention_norm))
+            batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(args.seeds)])
+            for layer in batched.layers:
+                layer.fused = fused
+            paths[path, attention_norm] = together_epoch(batched, adam(batched.parameters()))
 
     def timed(epoch) -> float:
         start = time.perf_counter()
@@ -155,11 +170,11 @@ def main() -> None:
     print("ms per seed-epoch, median of rounds (range of the per-round ratio):")
     for norm in ("none", "lip"):
         dense = times["dense", norm]
-        for path in ("dense", "lean", "together"):
+        for path in PATHS:
             ratios = [d / t for d, t in zip(dense, times[path, norm])]
-            print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} {path:9} {statistics.median(times[path, norm]):6.1f} ms"
+            print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} {path:12} {statistics.median(times[path, norm]):6.1f} ms"
                   f"  speed-up over dense {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
-    for path in ("dense", "lean", "together"):
+    for path in PATHS:
         ratios = [lip / plain for lip, plain in zip(times[path, "lip"], times[path, "none"])]
         print(f"  LipschitzNorm overhead, {path}: GAT-Lip / GAT {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f})")

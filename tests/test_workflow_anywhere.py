@@ -221,10 +221,10 @@ def test_the_command_is_snakemake_on_the_installed_snakefile(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["workflow", "-n"], "config file 'config.yaml' does not exist (in {cwd}); give one with --configfile FILE"),
+    (["workflow", "-n"], "workflow: error: config file 'config.yaml' does not exist (in {cwd}); give one with --configfile FILE"),
     (["workflow", "--configfile", "my.yaml", "--profile", "gpu"],
-     "profile 'gpu' is neither one of default, slurm nor an existing folder or file"),
-    (["data", "info", "csbm", "--bogus"], "unrecognized arguments: --bogus"),
+     "workflow: error: profile 'gpu' is neither one of default, slurm nor an existing folder or file"),
+    (["data", "info", "csbm", "--bogus"], "data info: error: unrecognized arguments: --bogus"),
 ])
 def test_bad_workflow_arguments_are_refused_before_snakemake(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -232,7 +232,7 @@ def test_bad_workflow_arguments_are_refused_before_snakemake(tmp_path, monkeypat
     with pytest.raises(SystemExit) as exit:
         cli.main(argv)
     assert exit.value.code == 2
-    assert f"lipnorm: error: {message.format(cwd=tmp_path)}" in capsys.readouterr().err
+    assert f"lipnorm {message.format(cwd=tmp_path)}" in capsys.readouterr().err
 
 
 def test_plugin_files_are_read_relative_to_the_config_files_folder(tmp_path):

@@ -97,8 +97,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     args, unknown = parser.parse_known_args(argv)
     if args.command == "workflow":
         args.snakemake_args = unknown
-    elif unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    elif unknown:  # with the usage of the command given, as its other errors
+        vars(args).get("command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
 
 

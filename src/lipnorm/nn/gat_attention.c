@@ -41,11 +41,15 @@ static inline void axpy_SFX(REAL *restrict y, REAL w, const REAL *restrict x, in
     const uint8_t *kept, const REAL *drop, \
     int lip, REAL alpha, REAL eps, REAL slope,
 
+/* The same arguments passed on, with the feature size d (a constant where specialised). */
+#define COMMON_ARGUMENTS(d) \
+    N, G, d, heads_per_seed, indptr, src, eid, ft, attn_l, attn_r, kept, drop, lip, alpha, eps, slope,
+
 /* Where the dropout multiplier of edge k's head g lies: drop is (S, E, H), seed-major. */
 #define DROP_INDEX (((g / heads_per_seed) * indptr[N] + eid[k]) * heads_per_seed + g % heads_per_seed)
 
 /* Forward. Outputs: el, er, sq, maxsq, scale (N, G); argmax (N, G); att (E, G); out (N, G, D). */
-void gat_attention_forward_SFX(
+static inline __attribute__((always_inline)) void forward_body_SFX(
     COMMON_PARAMETERS
     REAL *el, REAL *er, REAL *sq, REAL *maxsq, REAL *scale, int64_t *argmax,
     REAL *att, REAL *out)
@@ -61,9 +65,11 @@ void gat_attention_forward_SFX(
     /* per group: row max, row sum, ||a_l||^2 + ||a_r||^2, the row's LipschitzNorm factor */
     REAL *restrict row_max = malloc(sizeof(REAL) * 4 * G), *restrict row_sum = row_max + G, *restrict a2 = row_max + 2 * G,
          *restrict c = row_max + 3 * G;
+    int64_t *seed_of = malloc(sizeof(int64_t) * G); /* g / H, not divided per edge */
     for (int64_t g = 0; g < G; ++g) {
         a2[g] = dot_SFX(attn_l + g * D, attn_l + g * D, D) + dot_SFX(attn_r + g * D, attn_r + g * D, D);
         c[g] = 1;
+        seed_of[g] = g / H;
     }
     for (int64_t i = 0; i < N; ++i) {
         const int64_t begin = indptr[i], end = indptr[i + 1];
@@ -77,8 +83,9 @@ void gat_attention_forward_SFX(
                 const int64_t j = src[k];
                 const uint8_t *kp = kept ? kept + eid[k] * S : NULL;
                 for (int64_t g = 0; g < G; ++g) {
-                    const int larger = sq[j * G + g] > best[g] && (!kp || kp[g / H]);
-                    best[g] = larger ? sq[j * G + g] : best[g];
+                    const REAL v = sq[j * G + g];
+                    const int larger = (v > best[g]) & (kp ? kp[seed_of[g]] : 1); /* no branch: random */
+                    best[g] = larger ? v : best[g];
                     at[g] = larger ? j : at[g];
                 }
             }
@@ -100,7 +107,7 @@ void gat_attention_forward_SFX(
                 if (lip) { z = z * c[g]; if (alpha != 1) z = alpha * z; }
                 const REAL negative = slope * z;
                 REAL e = z > 0 ? z : negative;
-                if (kp) e = kp[g / H] ? e : -INFINITY;
+                if (kp) e = kp[seed_of[g]] ? e : -INFINITY;
                 a[g] = e;
                 row_max[g] = e > row_max[g] ? e : row_max[g];
             }
@@ -125,11 +132,22 @@ void gat_attention_forward_SFX(
         }
     }
     free(row_max);
+    free(seed_of);
+}
+
+/* D = 16 (the grids' hidden size) compiled apart: its dot products and sums unrolled. */
+void gat_attention_forward_SFX(
+    COMMON_PARAMETERS
+    REAL *el, REAL *er, REAL *sq, REAL *maxsq, REAL *scale, int64_t *argmax,
+    REAL *att, REAL *out)
+{
+    if (D == 16) forward_body_SFX(COMMON_ARGUMENTS(16) el, er, sq, maxsq, scale, argmax, att, out);
+    else forward_body_SFX(COMMON_ARGUMENTS(D) el, er, sq, maxsq, scale, argmax, att, out);
 }
 
 /* Backward: grad_ft (N, G, D), grad_attn_l and grad_attn_r (G, D) are written (not
  * accumulated); work (4 N G + G) is scratch. */
-void gat_attention_backward_SFX(
+static inline __attribute__((always_inline)) void backward_body_SFX(
     COMMON_PARAMETERS
     const REAL *el, const REAL *er, const REAL *sq, const REAL *maxsq, const REAL *scale, const int64_t *argmax,
     const REAL *att, const REAL *grad_out,
@@ -189,18 +207,22 @@ void gat_attention_backward_SFX(
     }
     free(weighted);
     free(grad_att);
-    if (lip)
+    if (lip) {
+        REAL *a2 = malloc(sizeof(REAL) * G);
+        for (int64_t g = 0; g < G; ++g)
+            a2[g] = dot_SFX(attn_l + g * D, attn_l + g * D, D) + dot_SFX(attn_r + g * D, attn_r + g * D, D);
         for (int64_t i = 0; i < N; ++i)
             for (int64_t g = 0; g < G; ++g) {
                 const REAL c = scale[i * G + g];
                 if (c == 0) continue;
                 /* c = bound^(-1/2): d c / d bound = -c^3 / 2 */
                 const REAL grad_bound = grad_scale[i * G + g] * c * c * c * (REAL)-0.5;
-                const REAL a2 = dot_SFX(attn_l + g * D, attn_l + g * D, D) + dot_SFX(attn_r + g * D, attn_r + g * D, D);
                 grad_a2[g] += grad_bound * (sq[i * G + g] + maxsq[i * G + g]);
-                grad_sq[i * G + g] += grad_bound * a2;
-                if (argmax[i * G + g] >= 0) grad_sq[argmax[i * G + g] * G + g] += grad_bound * a2;
+                grad_sq[i * G + g] += grad_bound * a2[g];
+                if (argmax[i * G + g] >= 0) grad_sq[argmax[i * G + g] * G + g] += grad_bound * a2[g];
             }
+        free(a2);
+    }
     for (int64_t g = 0; g < G * D; ++g) { grad_attn_l[g] = 0; grad_attn_r[g] = 0; }
     for (int64_t n = 0; n < N; ++n)
         for (int64_t g = 0; g < G; ++g) {
@@ -221,13 +243,28 @@ void gat_attention_backward_SFX(
             }
 }
 
+void gat_attention_backward_SFX(
+    COMMON_PARAMETERS
+    const REAL *el, const REAL *er, const REAL *sq, const REAL *maxsq, const REAL *scale, const int64_t *argmax,
+    const REAL *att, const REAL *grad_out,
+    REAL *grad_ft, REAL *grad_attn_l, REAL *grad_attn_r, REAL *work)
+{
+    if (D == 16)
+        backward_body_SFX(COMMON_ARGUMENTS(16) el, er, sq, maxsq, scale, argmax, att, grad_out, grad_ft, grad_attn_l,
+                          grad_attn_r, work);
+    else
+        backward_body_SFX(COMMON_ARGUMENTS(D) el, er, sq, maxsq, scale, argmax, att, grad_out, grad_ft, grad_attn_l,
+                          grad_attn_r, work);
+}
+
 #undef COMMON_PARAMETERS
+#undef COMMON_ARGUMENTS
 #undef DROP_INDEX
 
 /* Per-group linear maps on node-major features: out[n, s] = W[s] x[n, s] for x (N, S, I),
  * W (S, O, I), out (N, S, O); weight_t is W transposed, (S, I, O). The seeds' projections
  * of a layer, without the copies a batched product over (S, N, I) needs both ways. */
-void grouped_linear_forward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
+static inline __attribute__((always_inline)) void linear_forward_body_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
                                 const REAL *restrict x, const REAL *restrict weight_t, REAL *restrict out)
 {
     for (int64_t n = 0; n < N; ++n)
@@ -239,8 +276,15 @@ void grouped_linear_forward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
         }
 }
 
+void grouped_linear_forward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
+                                const REAL *restrict x, const REAL *restrict weight_t, REAL *restrict out)
+{
+    if (I == 16 && O == 16) linear_forward_body_SFX(N, S, 16, 16, x, weight_t, out);
+    else linear_forward_body_SFX(N, S, I, O, x, weight_t, out);
+}
+
 /* grad_x (N, S, I) and grad_weight (S, O, I), written. */
-void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
+static inline __attribute__((always_inline)) void linear_backward_body_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
                                  const REAL *restrict x, const REAL *restrict weight, const REAL *restrict grad_out,
                                  REAL *restrict grad_x, REAL *restrict grad_weight)
 {
@@ -256,4 +300,12 @@ void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
                 axpy_SFX(grad_weight + (s * O + o) * I, go[o], xs, I);
             }
         }
+}
+
+void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
+                                 const REAL *restrict x, const REAL *restrict weight, const REAL *restrict grad_out,
+                                 REAL *restrict grad_x, REAL *restrict grad_weight)
+{
+    if (I == 16 && O == 16) linear_backward_body_SFX(N, S, 16, 16, x, weight, grad_out, grad_x, grad_weight);
+    else linear_backward_body_SFX(N, S, I, O, x, weight, grad_out, grad_x, grad_weight);
 }
