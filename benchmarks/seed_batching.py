@@ -36,10 +36,10 @@ import torch.nn.functional as F
 from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seeds import SeedBatchedGAT
-from lipnorm.recipes import recipe_defaults
+from lipnorm.settings.model_config import ModelConfig
+from lipnorm.settings.recipes import recipe_defaults
 
 
 class DenseInputGAT(LiteratureGAT):

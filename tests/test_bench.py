@@ -78,7 +78,7 @@ def test_bench_models_share_parameter_counts(small_graph):
                          [("gat-lip-official", "gat-lip", "official"), ("gt", "gt", "paper")])
 def test_our_bench_models_are_the_models_lipnorm_trains(small_graph, name, model, variant):
     from lipnorm.nn.models.build import build_model
-    from lipnorm.nn.models.config import ModelConfig
+    from lipnorm.settings.model_config import ModelConfig
 
     in_feats = small_graph.features.shape[1]
     measured = bench.build_bench_model(name, in_feats, 3, 3, 4, 6).eval()

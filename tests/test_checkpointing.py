@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 from lipnorm import cli
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.numbering import attention_layers
+from lipnorm.settings.model_config import ModelConfig
 from lipnorm.train import TrainConfig
 from lipnorm.train.hooks import GradientNorms, OutputNorms
 

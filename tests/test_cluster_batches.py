@@ -17,10 +17,10 @@ import torch.nn.functional as F
 from lipnorm import cli, data, train
 from lipnorm.diagnostics import GraphDiagnostics
 from lipnorm.nn.models.numbering import attention_layers
+from lipnorm.settings.train_config import cluster_counts
 from lipnorm.train import TrainConfig, cluster_batches
 from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.trainer import Trainer, prepare
-from lipnorm.train_config import cluster_counts
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 FRAMES = ("metrics", "gradnorms", "outnorms", "layerstats")

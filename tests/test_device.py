@@ -11,7 +11,8 @@ import json
 import pytest
 import torch
 
-from lipnorm import cli, data, train_config
+from lipnorm import cli, data
+from lipnorm.settings import train_config
 from lipnorm.train import device
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"

@@ -24,7 +24,7 @@ from lipnorm.lipschitz import (
     tied_probe_input,
 )
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
+from lipnorm.settings.model_config import ModelConfig
 
 TINY_NODES = 6
 

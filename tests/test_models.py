@@ -16,10 +16,10 @@ from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.conv.gt import GTConv
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.classic import ClassicGAT
-from lipnorm.nn.models.config import MODEL_NAMES, OFFICIAL_MODELS, ModelConfig
 from lipnorm.nn.models.deep import DeepGAT, DeepGT
 from lipnorm.nn.models.numbering import attention_layers, gradient_groups
 from lipnorm.nn.norm.pairnorm import PairNorm
+from lipnorm.settings.model_config import MODEL_NAMES, OFFICIAL_MODELS, ModelConfig
 
 NUM_NODES = 12
 IN_FEATS = 7

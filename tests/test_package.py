@@ -19,7 +19,7 @@ HOMES = [
     "lipnorm.nn.functional",
     "lipnorm.nn.models.build",
     "lipnorm.nn.models.classic",
-    "lipnorm.nn.models.config",
+    "lipnorm.settings.model_config",
     "lipnorm.nn.models.deep",
     "lipnorm.nn.norm.pairnorm",
 ]

@@ -18,8 +18,8 @@ from torch import nn
 
 from lipnorm import cli, registry
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.numbering import gradient_groups
+from lipnorm.settings.model_config import ModelConfig
 
 
 # --- a wrapped DGL layer's gradient groups ------------------------------------------------

@@ -13,15 +13,15 @@ from torch import nn
 
 from lipnorm import train
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.numbering import gradient_groups
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm
 from lipnorm.nn.norm.pairnorm import PairNorm
-from lipnorm.recipes import dgn_skip_weight, recipe_defaults
+from lipnorm.settings.model_config import ModelConfig
+from lipnorm.settings.recipes import dgn_skip_weight, recipe_defaults
+from lipnorm.settings.train_config import TrainConfig
 from lipnorm.train.trainer import Trainer, prepare
-from lipnorm.train_config import TrainConfig
 from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 
 

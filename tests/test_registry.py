@@ -20,14 +20,15 @@ import torch
 import yaml
 from torch import nn
 
-from lipnorm import cli, data, grid, plan, registry, train, train_config
+from lipnorm import cli, data, grid, plan, registry, train
 from lipnorm.nn import functional
-from lipnorm.nn.models import config as model_config
 from lipnorm.nn.models import deep, numbering
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.numbering import gradient_groups
 from lipnorm.results import aggregate, figures
+from lipnorm.settings import train_config
+from lipnorm.settings import model_config
+from lipnorm.settings.model_config import ModelConfig
 from lipnorm.train.trainer import prepare
 
 REPO = Path(__file__).resolve().parents[1]

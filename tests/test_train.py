@@ -16,16 +16,16 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import cli, data, diagnostics, train
-from lipnorm.nn.models.config import MODEL_NAMES
 from lipnorm.nn.models.numbering import attention_layers, gradient_groups
-from lipnorm.recipes import official_epochs
+from lipnorm.settings.model_config import MODEL_NAMES
+from lipnorm.settings.recipes import official_epochs
+from lipnorm.settings.train_config import load_config
 from lipnorm.train import TrainConfig
 from lipnorm.train import trainer as trainer_module
 from lipnorm.train.hooks import GradientNorms
 from lipnorm.train.run_directory import GRADNORMS_COLUMNS, LAYERSTATS_COLUMNS, METRICS_COLUMNS, OUTNORMS_COLUMNS
 from lipnorm.train.trainer import Trainer, compute_metric, prepare, select_epoch
 from lipnorm.train.tuning import set_flush_denormal
-from lipnorm.train_config import load_config
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
@@ -515,7 +515,7 @@ def test_cli_rejects_bad_settings_with_exit_code_2(tmp_path, capsys, flags, mess
 
 
 def test_cli_recipe_choices_are_the_library_recipes(tmp_path, capsys):
-    from lipnorm.recipes import RECIPES
+    from lipnorm.settings.recipes import RECIPES
 
     assert cli.train.RECIPES == RECIPES
     with pytest.raises(SystemExit) as exit_info:

@@ -159,13 +159,13 @@ def test_snakemake_lint_is_clean(tmp_path):
 
 def test_schema_enums_are_the_library_names():
     from lipnorm.data import DATASETS
-    from lipnorm.nn.models.config import MODEL_NAMES
+    from lipnorm.settings.model_config import MODEL_NAMES
 
     grid_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["grid_experiment"]["properties"]
     axes = grid_props["grid"]["properties"]
     assert axes["datasets"]["items"]["enum"] == list(DATASETS)
     assert axes["models"]["items"]["enum"] == list(MODEL_NAMES)
-    from lipnorm.recipes import RECIPES
+    from lipnorm.settings.recipes import RECIPES
 
     train_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_settings"]["properties"]
     assert grid_props["train"] == {"description": grid_props["train"]["description"], "$ref": "#/$defs/train_settings"}
@@ -176,7 +176,7 @@ def test_schema_train_settings_are_train_config_fields_and_devices_agree():
     import dataclasses
 
     from lipnorm.train import TrainConfig
-    from lipnorm.train_config import check_device
+    from lipnorm.settings.train_config import check_device
 
     train_props = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_settings"]["properties"]
     assert set(train_props) <= {field.name for field in dataclasses.fields(TrainConfig)}

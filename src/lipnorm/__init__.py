@@ -18,7 +18,7 @@ _EXPORTS = {
     "load_dataset": "lipnorm.data",
     "DATASETS": "lipnorm.data",
     "NodeDataset": "lipnorm.data",
-    "ModelConfig": "lipnorm.nn",
+    "ModelConfig": "lipnorm.settings.model_config",
     "build_model": "lipnorm.nn",
     "MODEL_NAMES": "lipnorm.nn",
     "GATConv": "lipnorm.nn",

@@ -184,7 +184,7 @@ def build_bench_model(name: str, in_feats: int, num_classes: int, depth: int, he
     from torch import nn
 
     from lipnorm.nn.models.build import build_model
-    from lipnorm.nn.models.config import ModelConfig
+    from lipnorm.settings.model_config import ModelConfig
 
     impls = implementations()
     if name not in impls:

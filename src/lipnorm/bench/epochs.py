@@ -29,7 +29,7 @@ EPOCH_PARTS = ("step", "epoch", "logged_epoch", "train_forward", "evaluate")
 def _trainer(spec: str, depth: int, threads: int, root, mirror, **settings: Any):
     """`(config, Trainer)` of `lipnorm train` on a benchmark graph (settings: TrainConfig's)."""
     from lipnorm.train.trainer import Trainer, prepare
-    from lipnorm.train_config import TrainConfig
+    from lipnorm.settings.train_config import TrainConfig
 
     name, edges = parse_dataset(spec)
     csbm = None

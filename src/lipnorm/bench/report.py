@@ -172,7 +172,7 @@ def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per epoch case: medians of the step, of the epoch with the layer
     statistics logged every `grad_log_every` (default) epochs, amortised per round as
     (logged + (K - 1) x unlogged) / K, of the evaluation and of the training forward."""
-    from lipnorm.train_config import TrainConfig
+    from lipnorm.settings.train_config import TrainConfig
 
     every = TrainConfig.grad_log_every
     epochs = frame[frame["family"] == "epoch"]

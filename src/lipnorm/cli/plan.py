@@ -62,7 +62,7 @@ def _plan(args: argparse.Namespace) -> int:
     sizes = plan.dataset_sizes(args.dataset, args.csbm, root=args.data_root)
     counts = (1, 1)
     if args.batching == "cluster":
-        from lipnorm.train_config import cluster_counts
+        from lipnorm.settings.train_config import cluster_counts
 
         chosen = cluster_counts(sizes.nodes, args.partitions, args.batch_partitions)
         print(f"cluster batches: K {chosen.partitions}, B {chosen.batch_partitions} ({chosen.reason})")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from lipnorm.cli.common import DEVICE_HELP, names_help, plugins_parser
-from lipnorm.recipes import RECIPES
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
+from lipnorm.settings.recipes import RECIPES
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--config", metavar="FILE", help="YAML or JSON file of settings")
     train.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write "
-                       "(with --seeds: containing {seed}, e.g. runs/s{seed})")
+                       "(with --seeds: containing {seed}, e.g. runs/s{seed}); one holding a finished run "
+                       "(its summary.json) is refused unless --overwrite")
+    train.add_argument(
+        "--overwrite", action="store_true",
+        help="replace a finished run in --out (renamed into place once the new run ends; the "
+        "old one stays until then)",
+    )
     train.add_argument(
         "--seeds", type=_seed_list, metavar="S,S,...",
         help="train these seeds in this process instead of --seed, each writing the run directory a "
@@ -121,19 +127,24 @@ def _seed_list(text: str) -> list[int]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from lipnorm.train import run
-    from lipnorm.train.run_state import RunInterrupted
-    from lipnorm.train_config import load_config
+    # Every setting and run directory is checked before torch and DGL are imported.
+    from lipnorm.settings.train_config import load_config
+    from lipnorm.train.targets import run_targets
 
     overrides = {
         key: value
         for key, value in vars(args).items()
-        if key not in ("command", "handler", "config", "out", "plugins", "seeds")
+        if key not in ("command", "handler", "config", "out", "plugins", "seeds", "overwrite")
     }
     if args.seeds is not None and "seed" in overrides:
         raise ValueError("--seed and --seeds exclude each other: give every seed in --seeds")
+    config = load_config(args.config, overrides)
+    run_targets(config, args.out, args.seeds, args.overwrite)
+
+    from lipnorm.train import run
+    from lipnorm.train.run_state import RunInterrupted
+
     try:
-        config = load_config(args.config, overrides)
         if args.seeds is not None:
             from lipnorm.train.seed_group import run_seeds
 

@@ -21,13 +21,10 @@ from lipnorm.data.masks import (
     save_mask,
 )
 from lipnorm.data.sources import MIRROR_ENV, SOURCES, UnpinnedChecksumWarning, prepared
-from lipnorm.settings.constants import DEFAULT_DATA_ROOT
+from lipnorm.settings.constants import DEFAULT_DATA_ROOT, PLANETOID
 
 # lipnorm's own datasets (a plugin's are in lipnorm.registry too).
 DATASETS = registry.BUILTIN_DATASETS
-
-# The datasets whose DGL loader row-normalises the stored features (see `load_dataset`).
-PLANETOID = ("cora", "citeseer", "pubmed")
 
 __all__ = [
     "DATASETS", "PLANETOID", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",

@@ -11,9 +11,9 @@ from lipnorm.nn.conv.gt import GTConv
 from lipnorm.nn.functional import lipschitz_norm_dot_product, lipschitz_norm_linear
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.classic import ClassicGAT
-from lipnorm.nn.models.config import ModelConfig
 from lipnorm.nn.models.deep import DeepGAT, DeepGT
 from lipnorm.nn.norm.pairnorm import PairNorm
+from lipnorm.settings.model_config import ModelConfig
 
 __all__ = [
     "GATConv",
@@ -32,9 +32,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # The registry's model names, as of now (a plugin adds some): lipnorm.nn.models.config's.
+    # The registry's model names, as of now (a plugin adds some): lipnorm.settings.model_config's.
     if name == "MODEL_NAMES":
-        from lipnorm.nn.models import config
+        from lipnorm.settings import model_config as config
 
         return config.MODEL_NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,12 +27,13 @@ import math
 import dgl
 import torch
 
+from lipnorm.settings.model_config import VARIANTS
+
 __all__ = ["lipschitz_norm_linear", "lipschitz_norm_dot_product", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
 
 # LipschitzNorm settings of the attention layers: plain or normalised scores, and the
-# normaliser's formula (the paper's, or the authors' public code's).
+# normaliser's formula (`VARIANTS`: the paper's, or the authors' public code's).
 NORMS = ("none", "lip")
-VARIANTS = ("paper", "official")
 # The authors' public GAT code scales the attention norm by this constant (`att_norm=4`).
 OFFICIAL_ATTENTION_FACTOR = 4.0
 

@@ -8,13 +8,12 @@ from typing import Any
 from lipnorm import registry
 from lipnorm.registry import DatasetSizes
 from lipnorm.settings.constants import DEFAULT_DATA_ROOT
+from lipnorm.settings.csbm import csbm_params
 
 
 def csbm_sizes(params: Any) -> DatasetSizes:
     """The sizes of the csbm graph of `params` (a `CSBMParams`, mapping or spec):
     both directions of each undirected edge, plus one self-loop per node."""
-    from lipnorm.data.csbm import csbm_params
-
     params = csbm_params(params)
     intra, inter = params.edge_counts()
     return DatasetSizes(params.nodes, 2 * (intra + inter) + params.nodes, params.feature_dim, params.classes)

@@ -37,8 +37,8 @@ _CLUSTER_COUNTS = ("partitions", "batch_partitions")
 
 def _cluster_counts(where: str, settings: Mapping[str, Any], sizes: DatasetSizes) -> dict[str, int]:
     """K and B of a job on cluster batches: those `settings` give, the others sized by
-    the graph as the run sizes them (`lipnorm.train_config.cluster_counts`)."""
-    from lipnorm.train_config import cluster_counts
+    the graph as the run sizes them (`lipnorm.settings.train_config.cluster_counts`)."""
+    from lipnorm.settings.train_config import cluster_counts
 
     given = {
         key: None if settings.get(key) is None else _number(f"{where} {key}", settings[key]) for key in _CLUSTER_COUNTS
@@ -119,7 +119,7 @@ def plan_job(
     checkpointing); else ValueError naming the job, its estimate and the limit.
     A job whose runtime request exceeds `max_runtime` (minutes) is a ValueError too.
     """
-    from lipnorm.recipes import recipe_defaults
+    from lipnorm.settings.recipes import recipe_defaults
 
     wildcards = _subdir_wildcards(subdir)
     depth = int(wildcards["depth"])
@@ -219,7 +219,7 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
     """Per experiment: jobs, CPU-hours (epochs x epoch time x the calibration's
     threads), the largest job's memory request and its run directory, the longest
     job's runtime request, and the jobs the plan gave checkpointing or cluster batches."""
-    from lipnorm.train.seed_group import workflow_seed_groups
+    from lipnorm.train.seed_plan import workflow_seed_groups
 
     jobs = plan_workflow(config, coefficients)
     experiments: dict[str, list[Job]] = {}

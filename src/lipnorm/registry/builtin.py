@@ -10,11 +10,31 @@ from __future__ import annotations
 from lipnorm.registry.entries import BUILTIN_DATASETS, DatasetSizes
 from lipnorm.registry.register import register_architecture, register_dataset, register_norm
 
+
+def literature_gat_seeds(config) -> str | None:
+    """Why `SeedBatchedGAT` cannot hold the networks of a resolved GAT `ModelConfig`, None
+    where it can: the settings form of `lipnorm.nn.models.seeds.batchable` (a test holds
+    the two equal over lipnorm's GAT settings), read without building a network."""
+    if config.recipe != "dgn":
+        return f"recipe {config.recipe!r} builds no literature GAT (recipe dgn), the one network batched over seeds"
+    if config.attention_norm == "lip" and config.variant != "paper":
+        return "LipschitzNorm's official variant takes one norm over all heads, which would mix the seeds"
+    if config.norm not in _SEED_BATCHED_NORMS:
+        return f"its normalisation {config.norm!r} has no seed-batched form"
+    if config.norm == "pairnorm" and config.pairnorm_mode != "PN":
+        return f"PairNorm mode {config.pairnorm_mode!r} has no seed-batched form; PN has"
+    return None
+
+
+# The normalisations whose seeds `SeedBatchedGAT` batches (lipnorm.nn.models.seeds).
+_SEED_BATCHED_NORMS = ("none", "pairnorm", "batchnorm", "dgn")
+
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
 register_architecture(
     "gat", label="GAT", colour="#0173b2", lip=True, lip_colour="#de8f05",
     model="lipnorm.nn.models.deep:DeepGAT.from_config", dropout=(0.6, 0.3),
-    seeds_together="lipnorm.nn.models.seeds:SeedBatchedGAT", checkpointable=True,
+    seeds_together="lipnorm.nn.models.seeds:SeedBatchedGAT", seeds_together_check=literature_gat_seeds,
+    checkpointable=True,
 )
 register_architecture(
     "gt", label="GT", colour="#cc78bc", lip=True, lip_colour="#ca9161",

@@ -46,6 +46,7 @@ class Architecture:
     parameter_groups: Mapping[str, str] = field(default_factory=dict)
     projections: int = 1
     seeds_together: Factory | None = None
+    seeds_together_check: Factory | None = None
     checkpointable: bool = False
     full_batch_only: bool = False
 

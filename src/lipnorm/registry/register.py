@@ -41,6 +41,7 @@ def register_architecture(
     parameter_groups: Mapping[str, str] | None = None,
     projections: int = 1,
     seeds_together: Factory | None = None,
+    seeds_together_check: Factory | None = None,
     checkpointable: bool | None = None,
     full_batch_only: bool = False,
 ) -> Architecture:
@@ -78,7 +79,13 @@ def register_architecture(
     DropEdge kept), ``layers`` (the attention layers, outputs ``(N, S * H, D)``),
     ``generators`` and ``set_generators`` (each seed's dropout stream), ``seed_views``
     and ``seed_state_dict``. Without it (the default), a group's seeds are trained one
-    after another in one process, and their logs say so.
+    after another in one process, and their logs say so. `seeds_together_check`
+    (optional, with `seeds_together`): ``check(config: ModelConfig) -> str | None``, why
+    `seeds_together` cannot hold the networks of these (resolved) settings, None where it
+    can; it must import no torch, as the workflow groups a run's seeds by it at every
+    Snakemake start without building a network (`lipnorm.train.seed_plan`). Without it,
+    the workflow takes every configuration as one `seeds_together` holds; a job whose
+    networks it refuses trains its seeds one after another.
 
     What its runs may take, read by training and by `lipnorm plan` (which offers a job
     over its memory limit checkpointing, then cluster batches, where allowed):
@@ -103,6 +110,10 @@ def register_architecture(
     check_factory("architecture", name, "layer" if layer is not None else "model", layer or model)
     if seeds_together is not None:
         check_factory("architecture", name, "seeds_together", seeds_together)
+    if seeds_together_check is not None:
+        if seeds_together is None:
+            raise ValueError(f"architecture {name!r}: seeds_together_check needs seeds_together (the network it checks for)")
+        check_factory("architecture", name, "seeds_together_check", seeds_together_check)
     if lip and lip_colour is None:
         raise ValueError(f"architecture {name!r}: lip=True needs lip_colour (its LipschitzNorm variant's colour)")
     groups = dict(parameter_groups or {})
@@ -118,6 +129,7 @@ def register_architecture(
     entry = Architecture(
         name, label, colour, lip_colour if lip else None, layer, model, bool(lip), bool(norms),
         bool(attention), (float(feat_drop), float(attn_drop)), groups, projections, seeds_together,
+        seeds_together_check,
         checkpointable=layer is not None if checkpointable is None else bool(checkpointable),
         full_batch_only=bool(full_batch_only),
     )

@@ -1,6 +1,9 @@
-"""lipnorm's settings: every default and constant that more than one part of lipnorm
-reads, each defined once here and imported where it is used (`constants`).
+"""lipnorm's settings, each with one owner: the constants and defaults several parts of
+lipnorm read (`constants`), csbm's parameters (`csbm`), the training recipes' defaults
+(`recipes`), a model's settings (`model_config.ModelConfig`) and a run's
+(`train_config.TrainConfig`, `load_config`), with their checks.
 
-Imports no torch, no numpy and no other lipnorm module: the CLI's parser, the planner
-and the workflow's parsing read these without loading a network (tests/test_settings.py).
+Imports no torch and no numpy, and of lipnorm only the registry: the CLI's parser, the
+planner and the workflow's parsing read these, and `lipnorm train` checks a run's
+settings, without loading a network (tests/test_settings.py).
 """

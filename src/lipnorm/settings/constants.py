@@ -8,6 +8,10 @@ that `lipnorm --help` and `lipnorm plan` stay free of torch.
 # batches (`lipnorm.train.cluster_batches`).
 BATCHINGS = ("full", "cluster")
 
+# The datasets whose DGL loader row-normalises the stored features (`lipnorm.data.load_dataset`;
+# the "official" recipe trains on them as stored).
+PLANETOID = ("cora", "citeseer", "pubmed")
+
 # The dataset folder, relative to the working directory, of `lipnorm data`, `lipnorm
 # train --data-root`, `lipnorm bench` and `lipnorm plan`.
 DEFAULT_DATA_ROOT = "resources/datasets"

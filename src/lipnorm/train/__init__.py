@@ -2,13 +2,15 @@
 (`batching`, `lipnorm.train.cluster_batches`), with per-layer gradient logging.
 
 The public face is `run(config, out)` and its settings, `TrainConfig` (whose home is
-`lipnorm.train_config`, with `load_config`; the recipes' defaults are `lipnorm.recipes`).
+`lipnorm.settings.train_config`, with `load_config`; the recipes' defaults are
+`lipnorm.settings.recipes`).
 The parts live one concern a module of this package: the run and its directory
 (`run_directory`), the epoch loop (`loop`), the model and data made ready and the
 training steps (`trainer`), the logging hooks (`hooks`), the saved training state
 (`run_state`), the process-wide tuning (`tuning`), the device (`device`), the cluster
 batches (`cluster_batches`) and several seeds in one process (`seed_group`, `lipnorm
-train --seeds`).
+train --seeds`). Torch-free: what a command will write, checked before it trains
+(`targets`), and which runs' seeds train together, from their settings (`seed_plan`).
 
 `run(config, out)` validates the settings, loads the dataset, erases the feature rows of
 the missing-features mask, trains with Adam and evaluates every epoch, and writes the
@@ -37,8 +39,8 @@ Protocols:
   stepped on the validation loss every epoch, and the test metric of the last epoch.
 
 Recipes (`TrainConfig.recipe`) supply the defaults of the settings left unset (None):
-- "lipnorm" (default): this project's settings, `lipnorm.recipes.LIPNORM_DEFAULTS`.
-- "official": what the authors' `train_deepgat_missing.py` runs (`lipnorm.recipes`:
+- "lipnorm" (default): this project's settings, `lipnorm.settings.recipes.LIPNORM_DEFAULTS`.
+- "official": what the authors' `train_deepgat_missing.py` runs (`lipnorm.settings.recipes`:
   `OFFICIAL_DEFAULTS`, `official_epochs`): their DeepGAT (`ModelConfig.recipe`), 8 heads
   x 64, LipschitzNorm variant "official", Adam lr 0.01 with weight decay 5e-4, protocol
   "official", epochs by depth as their launcher, and the planetoid datasets' features as
@@ -49,7 +51,18 @@ A setting given explicitly wins over the recipe's default, e.g. `epochs=150` for
 reduced official run.
 """
 
-from lipnorm.train.run_directory import run
-from lipnorm.train_config import TrainConfig
+from lipnorm.settings.train_config import TrainConfig
 
 __all__ = ["TrainConfig", "run"]
+
+
+def __getattr__(name: str):
+    # `run` on first access: its modules import torch and DGL, which the torch-free
+    # modules of this package (`targets`, `seed_plan`) and their readers (the CLI before
+    # it trains, the workflow's parsing) do without.
+    if name == "run":
+        from lipnorm.train.run_directory import run
+
+        globals()["run"] = run  # later accesses skip this function
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,7 @@ does not wait (`lipnorm.train.trainer.Trainer.train_step`).
 
 The settings (`batching`, `partitions`, `batch_partitions`), their checks and the rule
 that sizes K and B by the graph where they are not given (`cluster_counts`) are
-`lipnorm.train_config`'s.
+`lipnorm.settings.train_config`'s.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class ClusterBatches:
     cache_path : Path, optional
         Where the partition is cached (`cache_path`), for the run's log.
     reason : str
-        Why these K and B (`lipnorm.train_config.cluster_counts`), for the run's log.
+        Why these K and B (`lipnorm.settings.train_config.cluster_counts`), for the run's log.
     """
 
     def __init__(

@@ -5,7 +5,7 @@ CPU) into a `torch.device`, or raises ValueError naming the value: a malformed s
 names the allowed forms; a CUDA device that torch cannot see, or a DGL built without
 CUDA, names the device and how to install DGL's CUDA build. Call it before anything is
 loaded or written, so a refused device leaves nothing behind. The forms themselves are a
-setting's (`lipnorm.train_config.check_device`, `DEVICE_FORMS`), checked with the others.
+setting's (`lipnorm.settings.train_config.check_device`, `DEVICE_FORMS`), checked with the others.
 
 CUDA needs both halves: torch with a visible GPU (`torch.cuda.is_available()`) and a DGL
 build with CUDA kernels. DGL registers its CUDA device API as the global function
@@ -27,7 +27,7 @@ import resource
 
 import torch
 
-from lipnorm.train_config import check_device
+from lipnorm.settings.train_config import check_device
 
 # DGL's wheels for this stack (DGL 2.1, torch 2.2); PyPI and this project's registry have
 # the CPU build only.

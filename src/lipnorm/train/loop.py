@@ -20,9 +20,9 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from lipnorm.settings.train_config import TrainConfig
 from lipnorm.train.run_state import StopSignals
 from lipnorm.train.trainer import Epoch, Trainer, gather, select_epoch
-from lipnorm.train_config import TrainConfig
 
 # Every run's messages: its train.log and stderr (`lipnorm.train.run_directory`).
 log = logging.getLogger("lipnorm.train")

@@ -30,12 +30,12 @@ from tqdm import tqdm
 
 import lipnorm
 from lipnorm.io import atomic_dir, write_json, write_parquet
+from lipnorm.settings.train_config import RESUME_INDIFFERENT, TrainConfig
 from lipnorm.train import device as devices
 from lipnorm.train import run_state
 from lipnorm.train.device import resolve_device
 from lipnorm.train.loop import History, log, train_loop
 from lipnorm.train.trainer import Setup, Trainer, prepare, select_epoch
-from lipnorm.train_config import RESUME_INDIFFERENT, TrainConfig
 
 METRICS_COLUMNS = [
     "epoch", "train_loss", "train_metric", "val_loss", "val_metric", "test_metric", "lr", "seconds"

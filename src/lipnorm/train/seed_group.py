@@ -18,6 +18,9 @@ name each seed's with ``{seed}``):
   architecture without that form, e.g. a plugin's), the seeds are trained one after
   another in this process, and each run's train.log says why.
 
+Which runs' seeds the workflow groups is decided from their settings alone
+(`lipnorm.train.seed_plan`); here it is decided again on the networks built.
+
 Each seed's run is its own `RunDirectory`: its own train.log, training state (saved
 every `save_every` epochs and on SIGTERM, resumed by the same command) and directory,
 renamed into place when the group ends. A seed that diverges ends at that epoch, as its
@@ -27,116 +30,36 @@ separate run does; its part of the network is zeroed, and the others train on.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from lipnorm import registry
-from lipnorm.nn.models.build import build_model
+from lipnorm.settings.train_config import TrainConfig
 from lipnorm.train import run_state
 from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_epoch
 from lipnorm.train.run_directory import RunDirectory, train_run
+from lipnorm.train.seed_plan import settings_reason
+from lipnorm.train.targets import seed_configs
 from lipnorm.train.trainer import StepResult, compute_metric, gather
-from lipnorm.train_config import TrainConfig
 
-__all__ = ["SEED_FIELD", "SEED_GROUPINGS", "run_seeds", "seed_paths", "SeedGroup", "why_not_together", "workflow_seed_groups"]
-
-SEED_FIELD = "{seed}"
-# What the workflow gives one job (config `seed_groups`): the seeds of a run that trains
-# them as one network ("together", the default), the seeds of every run ("all": one
-# start-up, seeds one after another where they cannot be one network), or one seed ("none").
-SEED_GROUPINGS = ("together", "all", "none")
+__all__ = ["run_seeds", "SeedGroup"]
 
 
-def seed_paths(pattern: str, seeds: Sequence[int], what: str) -> list[str]:
-    """`pattern` with ``{seed}`` replaced by each seed; `what` names it in errors."""
-    if len(seeds) > 1 and SEED_FIELD not in pattern:
-        raise ValueError(f"{what} {pattern!r} must contain {SEED_FIELD} to name each of the seeds {list(seeds)}")
-    return [pattern.replace(SEED_FIELD, str(seed)) for seed in seeds]
-
-
-def _check_seeds(seeds: Sequence[int]) -> list[int]:
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("seeds: got none; give one or more, e.g. 0,1,2,3,4")
-    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
-    if repeated:
-        raise ValueError(f"seeds {seeds} repeat {repeated}: each seed is one run")
-    return seeds
-
-
-def why_not_together(config: TrainConfig, models: Sequence[torch.nn.Module] | None = None) -> str | None:
-    """None if the seeds of `config` (resolved) can be trained as one network, the
-    architecture's `seeds_together` of `models` (the runs' networks; None: two of
-    `config`'s built on 4 features and 2 classes, to ask it); else why not, a sentence."""
-    reasons = [
-        (config.batching != "full", f"batching {config.batching!r}: its batches differ per seed"),
-        (config.patience is not None, f"patience {config.patience}: each seed would stop at its own epoch"),
-        (config.protocol == "official", "protocol official: a learning-rate schedule per seed"),
-        (config.checkpoint, "activation checkpointing has no seed-batched form"),
-        (not config.device.startswith("cpu"), f"device {config.device}: seeds are batched on the CPU only"),
-    ]
-    for applies, reason in reasons:
-        if applies:
-            return reason
-    architecture = registry.architecture(config.architecture)
-    if architecture.seeds_together is None:
-        return f"architecture {architecture.name!r} registers no seeds_together network (lipnorm.registry)"
-    if models is None:
-        with torch.random.fork_rng(devices=[]):  # the caller's streams stay as they are
-            models = [build_model(config.model_config(4, 2).resolved()) for _ in range(2)]
+def _why_not_one_network(config: TrainConfig, models: Sequence[torch.nn.Module]) -> str | None:
+    """None if the seeds of `config` (resolved), whose networks are `models`, can be
+    trained as one network (the architecture's `seeds_together` of them); else why not."""
+    reason = settings_reason(config)
+    if reason is not None:
+        return reason
     try:
-        registry.resolve(architecture.seeds_together)(list(models))
+        registry.resolve(registry.architecture(config.architecture).seeds_together)(list(models))
     except ValueError as err:
         return str(err)
     return None
-
-
-def workflow_seed_groups(config: Mapping[str, Any]) -> tuple[tuple[int, ...], list[str]]:
-    """`(seeds, run groups)`: the run groups (experiments or arms, `lipnorm.grid.run_groups`)
-    of a workflow config whose runs the workflow trains one job per seed list (`lipnorm
-    train --seeds`), and that seed list, as config `seed_groups` says (default
-    "together"; see `SEED_GROUPINGS`).
-
-    Grouped are the run groups with the seed list most of them have (two seeds or more;
-    one list, so that one rule, `train_seeds`, serves them all), and, for "together",
-    every one of whose models trains its seeds as one network (`why_not_together` of its
-    settings at the grid's first depth; a job that cannot after all, e.g. one the plan
-    gives checkpointing or cluster batches, trains its seeds one after another, and says
-    so). `((), [])` where none is grouped.
-    """
-    grouping = config.get("seed_groups", "together")
-    if grouping not in SEED_GROUPINGS:
-        raise ValueError(f"seed_groups {grouping!r} is not one of {', '.join(SEED_GROUPINGS)}")
-    from lipnorm import grid
-
-    candidates: dict[str, tuple[int, ...]] = {}
-    for name, spec in grid.run_groups(config.get("experiments") or {}).items():
-        seeds = tuple(dict.fromkeys(spec["grid"]["seeds"]))
-        if grouping == "none" or len(seeds) < 2:
-            continue
-        if grouping == "together":
-            settings = {**(config.get("train") or {}), **(spec.get("train") or {})}
-            # One depth stands for the others (no setting that decides it varies with depth):
-            # each check builds networks, at every Snakemake start (literature-cora: 3.8 s
-            # over its six depths, 0.6 s over one).
-            depth = spec["grid"]["depths"][0]
-            configs = [
-                TrainConfig.from_mapping({**settings, "dataset": dataset, "model": model, "depth": depth})
-                for dataset in spec["grid"]["datasets"] for model in grid.grid_models(spec["grid"])
-            ]
-            if any(why_not_together(config_.resolved()) for config_ in configs):
-                continue
-        candidates[name] = seeds
-    if not candidates:
-        return (), []
-    lists = list(candidates.values())
-    seeds = max(dict.fromkeys(lists), key=lists.count)
-    return seeds, [name for name, group_seeds in candidates.items() if group_seeds == seeds]
 
 
 def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[str, Any]]:
@@ -145,19 +68,17 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
 
     A seed whose settings are invalid fails before anything is written, as a separate run.
     """
-    seeds = _check_seeds(seeds)
-    outs = seed_paths(str(out), seeds, "--out")
-    masks = seed_paths(config.mask, seeds, "--mask") if config.mask is not None else [None] * len(seeds)
-    configs = [dataclasses.replace(config, seed=seed, mask=mask) for seed, mask in zip(seeds, masks)]
+    targets = seed_configs(config, seeds, out)
+    seeds = [settings.seed for settings, _ in targets]
     started = time.perf_counter()
 
     def job(index: int) -> RunDirectory:
         seed = seeds[index]
-        return RunDirectory(configs[index], outs[index], started, logging.getLogger(f"lipnorm.train.seed{seed}"),
+        return RunDirectory(*targets[index], started, logging.getLogger(f"lipnorm.train.seed{seed}"),
                             label=f"seed {seed}" if len(seeds) > 1 else "", own_streams=True)
 
     first = job(0)
-    reason = why_not_together(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None
+    reason = _why_not_one_network(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None
     jobs = [first]
     if reason is None:
         jobs += [job(index) for index in range(1, len(seeds))]

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.config import ModelConfig
+from lipnorm.settings.model_config import ModelConfig
+from lipnorm.settings.train_config import PROTOCOLS, TrainConfig, cluster_counts
 from lipnorm.train import cluster_batches
 from lipnorm.train import device as devices
 from lipnorm.train import run_state
@@ -23,7 +24,6 @@ from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.device import resolve_device
 from lipnorm.train.hooks import GradientNorms, LayerStats, OutputNorms
 from lipnorm.train.tuning import retain_freed_memory, seed_everything, set_flush_denormal
-from lipnorm.train_config import PROTOCOLS, TrainConfig, cluster_counts
 
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1
@@ -94,7 +94,7 @@ def prepare(config: TrainConfig) -> Setup:
     split masks as node indices, the model (not the unerased features or the masks).
     With `batching="cluster"`, the METIS partition too (`lipnorm.train.cluster_batches`: read from
     its cache under `data_root`, else computed and cached), of K and B as given or, unset,
-    sized by the loaded graph (`lipnorm.train_config.cluster_counts`); the batches stay on
+    sized by the loaded graph (`lipnorm.settings.train_config.cluster_counts`); the batches stay on
     the CPU until each is used."""
     # First: an unusable device is refused before anything is loaded.
     device = resolve_device(config.device)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from torch import nn
 
 from lipnorm import registry
-from lipnorm.nn.models.config import ModelConfig, no_checkpoint
 from lipnorm.nn.models.deep import DeepNet
+from lipnorm.settings.model_config import ModelConfig, no_checkpoint
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

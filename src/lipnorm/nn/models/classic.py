@@ -21,7 +21,7 @@ from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.models.numbering import NumberedLayer
 
 if TYPE_CHECKING:
-    from lipnorm.nn.models.config import ModelConfig
+    from lipnorm.settings.model_config import ModelConfig
 
 
 class ClassicGAT(nn.Module):

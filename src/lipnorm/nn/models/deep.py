@@ -39,19 +39,19 @@ from torch.utils.checkpoint import checkpoint
 from lipnorm import registry
 from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.conv.gt import GTConv
-from lipnorm.nn.models.config import (
+from lipnorm.nn.models.init import pyg_glorot_
+from lipnorm.nn.models.literature import LiteratureGAT
+from lipnorm.nn.models.norms import add_norms, representation_norms
+from lipnorm.nn.models.numbering import NumberedLayer
+from lipnorm.nn.residual import initial_residual
+from lipnorm.settings.model_config import (
+    DGN_SKIP_WEIGHT,
     NO_GT_RESIDUAL,
     ModelConfig,
     check_initial_residual,
     check_recipe,
 )
-from lipnorm.nn.models.init import pyg_glorot_
-from lipnorm.nn.models.literature import LiteratureGAT
-from lipnorm.nn.models.norms import add_norms, representation_norms
-from lipnorm.nn.models.numbering import NumberedLayer
-from lipnorm.nn.norm.dgn import DGN_SKIP_WEIGHT
-from lipnorm.nn.residual import initial_residual
-from lipnorm.recipes import RECIPES
+from lipnorm.settings.recipes import RECIPES
 
 
 class _DeepAttentionNet(nn.Module):

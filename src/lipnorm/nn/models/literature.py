@@ -19,7 +19,7 @@ from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
 if TYPE_CHECKING:
-    from lipnorm.nn.models.config import ModelConfig
+    from lipnorm.settings.model_config import ModelConfig
 
 
 class LiteratureGAT(nn.Module):

@@ -10,7 +10,7 @@ from torch import nn
 from lipnorm import registry
 
 if TYPE_CHECKING:
-    from lipnorm.nn.models.config import ModelConfig
+    from lipnorm.settings.model_config import ModelConfig
 
 
 def add_norms(model: nn.Module, config: ModelConfig, widths: list[int]) -> None:

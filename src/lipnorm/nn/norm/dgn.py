@@ -27,8 +27,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipnorm.nn.norm.batchnorm import check_batchnorm_options, check_positive_int, node_rows
+from lipnorm.settings.model_config import DGN_SKIP_WEIGHT
 
-__all__ = ["DiffGroupNorm", "dgn_layer", "DGN_SKIP_WEIGHT"]
+__all__ = ["DiffGroupNorm", "dgn_layer"]
 
 
 class DiffGroupNorm(nn.Module):
@@ -88,14 +89,10 @@ class DiffGroupNorm(nn.Module):
         return (rows + self.skip_weight * normalised).reshape(h.shape)
 
 
-# DGN's lambda for GAT with 100 % missing features on Cora and CiteSeer (their
-# options/base_options.py `reset_weight`): the setting of this project's deep experiments.
-DGN_SKIP_WEIGHT = 0.01
-
 
 def dgn_layer(width: int, config) -> DiffGroupNorm:
     """The registered factory of `dgn`: `DiffGroupNorm(width)` with G = 10 and lambda =
     the model's `dgn_skip_weight` (`DGN_SKIP_WEIGHT` by default, the authors' value for
     GAT with missing features on Cora and CiteSeer; the "dgn" recipe's is theirs per
-    dataset, `lipnorm.recipes.dgn_skip_weight`)."""
+    dataset, `lipnorm.settings.recipes.dgn_skip_weight`)."""
     return DiffGroupNorm(width, skip_weight=config.dgn_skip_weight)

@@ -20,7 +20,8 @@ import dgl
 import torch
 from torch import nn
 
-MODES = (None, "PN", "PN-SI", "PN-SCS")
+from lipnorm.settings.model_config import check_pairnorm
+
 EPS = 1e-6
 
 
@@ -29,13 +30,7 @@ class PairNorm(nn.Module):
 
     def __init__(self, mode: str | None = "PN", scale: float = 1.0, *, per_graph: bool = False):
         super().__init__()
-        # Configuration files spell the identity the authors' way, as the string "None".
-        mode = None if mode == "None" else mode
-        if mode not in MODES:
-            raise ValueError(f"unknown PairNorm mode {mode!r}; allowed: None, PN, PN-SI, PN-SCS")
-        if not scale > 0:
-            raise ValueError(f"PairNorm scale must be positive, got {scale}")
-        self.mode = mode
+        self.mode = check_pairnorm(mode, scale)
         self.scale = scale
         self.per_graph = per_graph
 

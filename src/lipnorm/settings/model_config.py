@@ -1,6 +1,10 @@
 """The configuration of a model (`ModelConfig`: a model name of the registry, or its
-parts, and its settings, validated and resolved), and the lists derived from the registry
-that name the models and their dropout defaults.
+parts, and its settings, validated and resolved), the lists derived from the registry
+that name the models and their dropout defaults, and the values the layers' settings
+take (`VARIANTS`, `PAIRNORM_MODES`, `DGN_SKIP_WEIGHT`), which `lipnorm.nn` imports from here.
+
+Torch-free: a run's settings are checked before a network is built (`lipnorm train`
+rejects a bad one without importing torch).
 """
 
 from __future__ import annotations
@@ -11,11 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from lipnorm import registry
-from lipnorm.nn.functional import VARIANTS
-from lipnorm.nn.norm.dgn import DGN_SKIP_WEIGHT
-from lipnorm.nn.norm.pairnorm import PairNorm
-from lipnorm.recipes import RECIPES
+from lipnorm.settings.recipes import RECIPES
 
+# LipschitzNorm's normaliser formula (`lipnorm.nn.functional`): the paper's, or the
+# authors' public code's.
+VARIANTS = ("paper", "official")
+# PairNorm's modes (`lipnorm.nn.norm.pairnorm`); None is the identity.
+PAIRNORM_MODES = (None, "PN", "PN-SI", "PN-SCS")
+# DGN's lambda for GAT with 100 % missing features on Cora and CiteSeer (their
+# options/base_options.py `reset_weight`): the setting of this project's deep experiments.
+DGN_SKIP_WEIGHT = 0.01
 # The models the authors' DeepGAT has (its norm=None, "lipschitznorm", "pairnorm").
 OFFICIAL_MODELS = ("gat", "gat-lip", "gat-pairnorm")
 
@@ -151,7 +160,18 @@ class ModelConfig:
             raise ValueError(f"batchnorm_momentum must be a number in [0, 1], got {self.batchnorm_momentum!r}")
         if not math.isfinite(self.dgn_skip_weight):
             raise ValueError(f"dgn_skip_weight must be a finite number, got {self.dgn_skip_weight!r}")
-        PairNorm(self.pairnorm_mode, self.pairnorm_scale)  # raises on a bad mode or scale
+        check_pairnorm(self.pairnorm_mode, self.pairnorm_scale)
+
+
+def check_pairnorm(mode: str | None, scale: float) -> str | None:
+    """PairNorm's `mode` (the string "None", as configuration files spell the identity
+    the authors' way, is None), else ValueError naming a bad mode or scale."""
+    mode = None if mode == "None" else mode
+    if mode not in PAIRNORM_MODES:
+        raise ValueError(f"unknown PairNorm mode {mode!r}; allowed: None, PN, PN-SI, PN-SCS")
+    if not scale > 0:
+        raise ValueError(f"PairNorm scale must be positive, got {scale}")
+    return mode
 
 
 def check_initial_residual(alpha: float) -> None:

@@ -1,7 +1,10 @@
 """Training settings: `TrainConfig` (validated, recipe defaults filled by `resolved`),
 read from a YAML/JSON file and flags by `load_config`, with the defaults and checks of
 its cluster-batch and device settings (`check_batching`, `check_device`), which the
-training modules (`lipnorm.train`) import from here."""
+training modules (`lipnorm.train`) import from here.
+
+Torch-free (as the model's settings it checks, `lipnorm.settings.model_config`): every
+check of a run's settings runs before `lipnorm train` imports torch and DGL."""
 
 from __future__ import annotations
 
@@ -14,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-
-from lipnorm import data, registry
-from lipnorm.recipes import recipe_defaults
-from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT
-from lipnorm.nn.models.config import ModelConfig
+from lipnorm import registry
+from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT, PLANETOID
+from lipnorm.settings.csbm import csbm_params
+from lipnorm.settings.model_config import ModelConfig
+from lipnorm.settings.recipes import recipe_defaults
 
 
 PROTOCOLS = ("best-val", "official")
@@ -160,7 +163,7 @@ class TrainConfig:
     def raw_features(self) -> bool:
         """Whether the run trains on the stored (not row-normalised) planetoid features:
         the official recipe, on a dataset whose DGL loader normalises them."""
-        return self.recipe == "official" and self.dataset in data.PLANETOID
+        return self.recipe == "official" and self.dataset in PLANETOID
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting; touches no file but `mask`.
@@ -210,7 +213,7 @@ class TrainConfig:
         if self.csbm is not None:
             if self.dataset != "csbm":
                 raise ValueError(f"csbm={self.csbm!r} applies to dataset 'csbm' only, not {self.dataset!r}")
-            data.csbm_params(self.csbm)  # raises on a bad spec
+            csbm_params(self.csbm)  # raises on a bad spec
 
     def model_parts(self) -> tuple[str, str, str]:
         """`(architecture, attention_norm, norm)` of the run (see the class docstring)."""
