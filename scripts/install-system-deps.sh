@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs besides the Python stack:
-# - munge, slurmctld, slurmd, slurm-client: tests/test_slurm.py's single-node SLURM;
+# - munge, slurmctld, slurmd, slurm-client: tests/repository/test_slurm.py's single-node SLURM;
 # - texlive-latex-base, texlive-latex-recommended (booktabs): compiling the .tex tables.
 # Idempotent: returns at once when everything is there. Never starts a daemon
 # (scripts/slurm/start.sh does). Called by `make test`.

@@ -13,7 +13,7 @@ sys.modules.setdefault("outdated", None)
 
 # What a script needs, importable from `lipnorm` itself. Resolved on first access
 # (PEP 562): `import lipnorm` stays free of torch and dgl, which `lipnorm --help` and
-# every CLI process start rely on (tests/test_startup.py).
+# every CLI process start rely on (tests/repository/test_startup.py).
 _EXPORTS = {
     "load_dataset": "lipnorm.data",
     "DATASETS": "lipnorm.data",

@@ -5,5 +5,5 @@ lipnorm read (`constants`), csbm's parameters (`csbm`), the training recipes' de
 
 Imports no torch and no numpy, and of lipnorm only the registry: the CLI's parser, the
 planner and the workflow's parsing read these, and `lipnorm train` checks a run's
-settings, without loading a network (tests/test_settings.py).
+settings, without loading a network (tests/settings/test_settings.py).
 """

@@ -1,6 +1,6 @@
 """Constants and defaults shared by the CLI, the planner, the data loaders and training.
 
-Each is assigned here only (tests/test_settings.py); this module imports nothing, so
+Each is assigned here only (tests/settings/test_settings.py); this module imports nothing, so
 that `lipnorm --help` and `lipnorm plan` stay free of torch.
 """
 

@@ -18,7 +18,7 @@ GPU, the device's CUDA generator). Python's `random` and numpy's global generato
 seeded and saved too (`RandomStreams`), as is any stream registered with it (e.g. a
 `lipnorm.nn.dropedge.DropEdge`). DGL's generator (`dgl.seed`) exposes no state to save,
 and nothing in a training step draws from it (it serves DGL's samplers and
-`dgl.random.choice`); `tests/test_run_state.py` checks that a step leaves it untouched.
+`dgl.random.choice`); `tests/train/test_run_state.py` checks that a step leaves it untouched.
 """
 
 from __future__ import annotations

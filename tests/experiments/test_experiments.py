@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from synthetic_runs import write_grid
+from tests.synthetic_runs import write_grid
 
 from lipnorm import experiments, grid, numbers, registry
 from lipnorm.registry import plugins
@@ -27,7 +27,7 @@ from lipnorm.cli import build_parser, main
 from lipnorm.experiments import Output, register_experiment, unregister_experiment
 from lipnorm.results.publish import publish, regenerate
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 GAP = REPO / "examples" / "plugins" / "gap_experiment.py"
 BIN = Path(sys.executable).parent

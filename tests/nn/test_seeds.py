@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.seeds import SeedBatchedGAT, batchable, seed_dropout
 from lipnorm.settings.model_config import ModelConfig
-from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
+from tests.nn.test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 
 SEEDS = (0, 1, 2)
 LABELS = torch.arange(NUM_NODES) % NUM_CLASSES

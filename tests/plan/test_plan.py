@@ -18,7 +18,7 @@ import yaml
 from lipnorm import cli, grid, plan, registry
 from lipnorm.registry import DatasetSizes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "presets" / "smoke.yaml"
 PAPER = REPO / "config" / "presets" / "paper.yaml"
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -367,7 +367,7 @@ def test_every_builtin_dataset_but_csbm_has_sizes():
 
 
 def test_a_plugin_dataset_without_sizes_is_loaded_once_to_count_them(monkeypatch):
-    from tests.test_registry import tiny_graph_parts
+    from tests.registry.test_registry import tiny_graph_parts
 
     calls = []
 

@@ -1,5 +1,5 @@
-"""CITATION.cff is valid Citation File Format 1.2.0 (the format's own JSON schema, kept in
-tests/data/ from the cffconvert 2.0.0 wheel, checked with jsonschema), cites this
+"""CITATION.cff is valid Citation File Format 1.2.0 (the format's own JSON schema, kept beside
+this file from the cffconvert 2.0.0 wheel, checked with jsonschema), cites this
 software and prefers the ICML 2021 paper."""
 
 import json
@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = json.loads((ROOT / "tests" / "data" / "cff-1.2.0.schema.json").read_text())
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads(Path(__file__).with_name("cff-1.2.0.schema.json").read_text())
 
 
 def validation_errors(citation: dict) -> list[str]:

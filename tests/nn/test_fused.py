@@ -10,7 +10,7 @@ import torch
 from lipnorm.nn import GATConv
 from lipnorm.nn import fused
 from lipnorm.nn.fused import gat_attention, grouped_linear, kernel_unavailable
-from tests.test_gat import GRAPHS, make_graph, randomise, reference_gat
+from tests.nn.test_gat import GRAPHS, make_graph, randomise, reference_gat
 
 TOLERANCES = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-5, atol=1e-5)}
 INPUTS = ("random", "all-zero", "zero-rows")

@@ -22,7 +22,7 @@ import yaml
 
 from lipnorm import experiments, grid, numbers, registry
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
 PRESETS = {

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_hex
-from synthetic_runs import REMEDY_ARMS, REMEDY_DIVERGED, REMEDY_GRID, layer_stat, write_remedies
-from test_tables import parse_tabular
+from tests.synthetic_runs import REMEDY_ARMS, REMEDY_DIVERGED, REMEDY_GRID, layer_stat, write_remedies
+from tests.results.test_tables import parse_tabular
 
 from lipnorm import registry
 from lipnorm.results.aggregate import aggregate_runs, write_aggregate

@@ -9,8 +9,8 @@ import subprocess
 
 import numpy as np
 import pytest
-from system_deps import missing_packages_message
-from synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid, write_remedies
+from tests.system_deps import missing_packages_message
+from tests.synthetic_runs import DIAGNOSE_ALPHAS, layer_stat, write_diagnose, write_grid, write_remedies
 
 from lipnorm.results.aggregate import aggregate_runs, load_table, write_aggregate
 from lipnorm.results.tables import TABLES, write_tables

@@ -22,7 +22,7 @@ from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import dgn_skip_weight, recipe_defaults
 from lipnorm.settings.train_config import TrainConfig
 from lipnorm.train.trainer import Trainer, prepare
-from test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
+from tests.nn.test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 
 
 def dgn_config(model: str = "gat", **settings) -> ModelConfig:

@@ -78,7 +78,7 @@ def test_neighbour_max_gradient_reaches_only_the_argmax_sources():
 
 # --- LipschitzNorm as functions: a user's own layer (docs/layers.md's) ----------------------
 
-LAYERS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "layers.md"
+LAYERS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "layers.md"
 HEADS = [2, 4, 8]
 DIMS = [(5, 3), (6, 1)]
 

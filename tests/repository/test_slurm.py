@@ -27,11 +27,11 @@ import psutil
 import pytest
 import yaml
 
-from system_deps import missing_packages_message
+from tests.system_deps import missing_packages_message
 
 from lipnorm import grid
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "slurm"
 BIN = Path(sys.executable).parent
 SMOKE = REPO / "config" / "presets" / "smoke.yaml"
@@ -221,7 +221,7 @@ def test_smoke_grid_through_sbatch_equals_local_run(slurm_cluster, data_mirror, 
     # Part of the training grid (and the masks and download before them): every model
     # kind, both datasets, both missing rates. The other runs and the aggregates, tables
     # and figures are the same rules again; they stay out to keep this test within
-    # minutes (tests/test_workflow.py runs the whole smoke grid).
+    # minutes (tests/repository/test_workflow.py runs the whole smoke grid).
     run_dirs = [
         run_dir
         for run_dir in smoke_run_dirs()

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_runs import (
+from tests.synthetic_runs import (
     DIAGNOSE_DIVERGED,
     DIAGNOSE_GRID,
     LAYER_METRICS,
@@ -34,7 +34,7 @@ from lipnorm.results.figures import FIGURES
 from lipnorm.results.publish import publish, read_runs, read_stored, regenerate
 from lipnorm.results.tables import write_tables
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUNS_COLUMNS = ["dataset", "missing_rate", "model", "depth", "alpha", "seed", "status",
                 "metric", "test_metric"]
 SEEDS = (0, 1)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.colors import LogNorm, to_hex
-from synthetic_runs import (
+from tests.synthetic_runs import (
     BASE_CONFIG,
     DIAGNOSE_ALPHAS,
     OFFICIAL,
@@ -40,7 +40,7 @@ from lipnorm.results.figures.style import COLUMN_WIDTH
 from lipnorm.results.figures.training import gradient_heatmaps, gradient_ratio, training_curves
 from lipnorm.results.tables import TABLES
 
-REPORT = Path(__file__).resolve().parents[1] / "workflow" / "report"
+REPORT = Path(__file__).resolve().parents[2] / "workflow" / "report"
 
 
 def legend_texts(fig) -> list[str]:

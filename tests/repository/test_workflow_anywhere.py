@@ -19,7 +19,7 @@ import yaml
 
 from lipnorm import cli, registry, workflow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN = '''
 """A researcher's plugin: a graph of their own and a normalisation."""

@@ -20,7 +20,7 @@ import pytest
 import lipnorm
 from lipnorm import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 

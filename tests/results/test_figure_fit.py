@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.text import Text
-from synthetic_runs import REMEDY_OFF, write_grid, write_run
+from tests.synthetic_runs import REMEDY_OFF, write_grid, write_run
 
 from lipnorm import registry
 from lipnorm.bench.figure import BENCH_PALETTE, epoch_time_vs_edges

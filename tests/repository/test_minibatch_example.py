@@ -10,7 +10,7 @@ import torch
 
 from lipnorm.data.csbm import CSBMParams, generate_csbm
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minibatch_neighbor_sampling.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "minibatch_neighbor_sampling.py"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_runs import BASE_CONFIG, LAYER_METRICS, layer_stat, write_grid, write_run
+from tests.synthetic_runs import BASE_CONFIG, LAYER_METRICS, layer_stat, write_grid, write_run
 
 from lipnorm.results.aggregate import (
     AGGREGATE_TABLES,

@@ -196,7 +196,7 @@ def test_a_commands_error_prints_that_commands_usage(tmp_path, capsys):
 
 # --- a graph from another library as a dataset: examples/plugins/karate.py ----------------------
 
-KARATE = Path(__file__).resolve().parents[1] / "examples" / "plugins" / "karate.py"
+KARATE = Path(__file__).resolve().parents[2] / "examples" / "plugins" / "karate.py"
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from system_deps import SCRIPT, missing_packages_message
+from tests.system_deps import SCRIPT, missing_packages_message
 
 ALL = "munge slurmctld slurmd slurm-client texlive-latex-base texlive-latex-recommended"
 INSTALL = f"Install them as root: sudo sh -c 'apt-get update && apt-get install -y --no-install-recommends {ALL}'"
