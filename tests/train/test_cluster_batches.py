@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm import cli, data, train
-from lipnorm.diagnostics import GraphDiagnostics
+from lipnorm.train.diagnostics import GraphDiagnostics
 from lipnorm.nn.models.numbering import attention_layers
 from lipnorm.settings.train_config import cluster_counts
 from lipnorm.train import TrainConfig, cluster_batches

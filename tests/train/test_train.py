@@ -15,12 +15,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipnorm import cli, data, diagnostics, train
+from lipnorm import cli, data, train
 from lipnorm.nn.models.numbering import attention_layers, gradient_groups
 from lipnorm.settings.model_config import MODEL_NAMES
 from lipnorm.settings.recipes import official_epochs
 from lipnorm.settings.train_config import load_config
-from lipnorm.train import TrainConfig
+from lipnorm.train import TrainConfig, diagnostics
 from lipnorm.train import trainer as trainer_module
 from lipnorm.train.hooks import GradientNorms
 from lipnorm.train.run_directory import GRADNORMS_COLUMNS, LAYERSTATS_COLUMNS, METRICS_COLUMNS, OUTNORMS_COLUMNS

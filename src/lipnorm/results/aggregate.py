@@ -11,7 +11,7 @@ its run's settings (each `config` key is a column) and `status`:
 - `gradnorms`: per-layer gradient norms (`gradnorms.parquet`);
 - `outnorms`: per-layer attention output norms (`outnorms.parquet`);
 - `layerstats`: per-layer representation diagnostics (`layerstats.parquet`: `epoch,
-  layer, metric, value`, see `lipnorm.diagnostics`).
+  layer, metric, value`, see `lipnorm.train.diagnostics`).
 
 The model's axes `architecture`, `attention_norm` and `norm` (and `residual`) are
 settings of every run `lipnorm train` writes, hence setting columns of every table.

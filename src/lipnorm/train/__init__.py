@@ -25,7 +25,7 @@ and continues: the run directory is the one an uninterrupted run writes (timings
 excepted). After a signal the run raises `run_state.RunInterrupted` (the CLI's exit code
 128 + N).
 
-Per-layer representation diagnostics (`lipnorm.diagnostics`: Dirichlet energy, MAD,
+Per-layer representation diagnostics (`lipnorm.train.diagnostics`: Dirichlet energy, MAD,
 Rayleigh quotient, attention entropy, output norm) are measured on the eval-mode
 forward of the epochs whose gradient norms are logged, and once more after the last
 epoch of a run that did not diverge. They read the forward `evaluate` runs anyway (one

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dgl
 import torch
 
-from lipnorm.diagnostics import GraphDiagnostics
+from lipnorm.train.diagnostics import GraphDiagnostics
 from lipnorm.nn.models.numbering import attention_layers, gradient_groups, returns_attention
 
 

@@ -19,7 +19,7 @@ D^-1/2 A D^-1/2 H W on a symmetric graph with its self-loops. Choices:
 - `get_attention=True` returns ``(out, None)``: GCN has no attention, and its edge weights
   1/sqrt(d_out(j) d_in(i)) are not a distribution over in-edges, so an attention
   statistic (entropy) would be meaningless; `None` says so
-  (`lipnorm.diagnostics.GraphDiagnostics.layer_stats` takes ``attention=None``).
+  (`lipnorm.train.diagnostics.GraphDiagnostics.layer_stats` takes ``attention=None``).
 - Only `norm="none"`: there are no attention scores for LipschitzNorm to normalise, so
   ``norm="lip"`` is a `ValueError` (GATConv's `norm` option; GraphConv's own degree
   normalisation is `degree_norm`). The attention options (`alpha`, `variant`,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from dgl.nn.functional import edge_softmax
 
-from lipnorm import diagnostics
-from lipnorm.diagnostics import (
+from lipnorm.train import diagnostics
+from lipnorm.train.diagnostics import (
     GraphDiagnostics,
     attention_entropy,
     dirichlet_energy,
