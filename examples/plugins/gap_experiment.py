@@ -12,8 +12,11 @@ examples/plugins/gap_experiment.py` publishes it with a section of its own in
     lipnorm plots gap --plugin examples/plugins/gap_experiment.py --aggregate-dir results/gap/aggregate --out-dir results/gap/figures
 
 pandas, numpy and matplotlib are imported where the builders run, so that naming the
-plugin costs nothing to commands that only need its name.
+plugin costs nothing to commands that only need its name. The figure's caption in the
+workflow's report is `gap_by_depth.rst` beside this file; the table has none.
 """
+
+from pathlib import Path
 
 from lipnorm.experiments import RUN_COLUMNS, Output, register_experiment
 
@@ -79,7 +82,7 @@ register_experiment(
     "gap",
     title="generalisation gap against depth",
     tables=(Output("gap_table", gap_table),),
-    figures=(Output("gap_by_depth", gap_figure),),
+    figures=(Output("gap_by_depth", gap_figure, caption=Path(__file__).with_name("gap_by_depth.rst")),),
     section=gap_section,
     # Published runs.csv: the default columns and the training accuracy the gap reads.
     run_columns=(*RUN_COLUMNS, "final_train"),

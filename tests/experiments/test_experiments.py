@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,8 @@ def test_an_entry_is_removed_again_and_its_stems_are_free():
      "experiment 'toy': the builder of 'toy_table' must be a callable or a 'module:attribute' string"),
     ("toy", {"tables": (Output("toy_table", "lipnorm.results.tables.accuracy:depth_table", ()),)},
      "experiment 'toy': 'toy_table' needs the names of its input tables"),
+    ("toy", {"tables": (Output("toy_table", "lipnorm.results.tables.accuracy:depth_table", caption="no/such.rst"),)},
+     "experiment 'toy': the caption of 'toy_table' must be the path of an existing file, got 'no/such.rst'"),
     ("toy", {"trains": False}, "experiment 'toy': an experiment without training runs .* names its aggregate_tables"),
     ("toy", {"aggregate_tables": ("probe",)}, "names its aggregate_tables, and only it"),
     ("toy", {"run_keys": ("dataset", "model")}, "experiment 'toy': run_keys must end with 'seed' and begin run_columns"),
@@ -206,6 +209,29 @@ def test_a_plugins_experiment_runs_in_the_workflow_dry_run(gap, tmp_path):
     assert (f"lipnorm plots gap {plugin} --aggregate-dir results/gap/aggregate --out-dir results/gap/figures"
             in " ".join(commands))
     assert f"lipnorm aggregate {plugin} --out-dir results/gap/aggregate" in " ".join(commands)
+
+
+def test_a_plugins_experiment_is_in_the_report_with_its_caption(gap, gap_written, tmp_path):
+    # The figure has a caption file of its own (the plugin's), the table none: both are
+    # shown, the figure with its caption.
+    root, _ = gap_written
+    shutil.copytree(root / "gap", tmp_path / "results" / "gap")
+    config = {
+        "results": "results", "resources": "resources", "data": {"mirror": None}, "plugins": [str(GAP)],
+        "experiments": {"gap": {"grid": {"datasets": ["csbm"], "models": GAP_GRID["model"], "depths": GAP_GRID["depth"],
+                                         "alphas": [1], "missing_rates": [0], "seeds": [0, 1]},
+                                "train": {"epochs": 2}}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    outputs = ["results/gap/tables/gap_table.tex", "results/gap/figures/gap_by_depth.png"]
+    cmd = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "--report", str(tmp_path / "report.html"), *outputs]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = (tmp_path / "report.html").read_text()
+    caption = " ".join(GAP.with_name("gap_by_depth.rst").read_text().split()[:6])
+    assert "gap_table.tex" in html and "gap_by_depth.png" in html
+    assert caption in html
 
 
 def test_a_plugins_experiment_writes_its_table_and_figure(gap, gap_results, tmp_path, capsys):

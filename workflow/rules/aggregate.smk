@@ -70,11 +70,11 @@ for experiment in EXPERIMENTS:
                 [
                     report(
                         path,
-                        caption=f"../report/{stem}.rst",
+                        caption=report_caption(table),
                         category=experiment,
-                        labels={"experiment": experiment, "table": stem},
+                        labels={"experiment": experiment, "table": table.stem},
                     )
-                    for stem, path in zip(entry.table_stems, table_files(experiment))
+                    for table, path in zip(entry.tables, table_files(experiment))
                 ],
             log:
                 f"{RESULTS}/{experiment}/logs/tables.log",
@@ -99,12 +99,12 @@ for experiment in EXPERIMENTS:
                 [
                     report(
                         path,
-                        caption=f"../report/{stem}.rst",
+                        caption=report_caption(figure),
                         category=experiment,
-                        labels={"experiment": experiment, "figure": stem},
+                        labels={"experiment": experiment, "figure": figure.stem},
                     )
-                    for stem, path in zip(
-                        entry.figure_stems, figure_files(experiment, "png")
+                    for figure, path in zip(
+                        entry.figures, figure_files(experiment, "png")
                     )
                 ],
             log:

@@ -257,6 +257,18 @@ def aggregate_files(experiment):
     return [f"{folder}/{stem}.{ext}" for stem in stems for ext in ("parquet", "csv")]
 
 
+# A table's or figure's caption in the report: its registered one (a plugin's), else
+# lipnorm's workflow/report/<stem>.rst; an output with neither is shown without one.
+REPORT_CAPTIONS = os.path.join(str(workflow.current_basedir), "..", "report")
+
+
+def report_caption(output):
+    if output.caption is not None:
+        return output.caption
+    own = os.path.join(REPORT_CAPTIONS, f"{output.stem}.rst")
+    return own if os.path.isfile(own) else None
+
+
 def table_files(experiment):
     return [
         f"{RESULTS}/{experiment}/tables/{stem}.tex"

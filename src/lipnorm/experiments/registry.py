@@ -15,6 +15,8 @@ are called (`lipnorm.registry.resolve`).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -48,11 +50,16 @@ STEM_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
 class Output:
     """A table or a figure of an experiment: its file stem, and `builder(*tables)`, the
     function that builds it from the aggregate tables named in `inputs`, in order (a
-    table: `(text, bold)`, `lipnorm.results.tables.latex.render`; a figure: a matplotlib Figure)."""
+    table: `(text, bold)`, `lipnorm.results.tables.latex.render`; a figure: a matplotlib Figure).
+
+    `caption` is the path of its caption in the workflow's report (a reStructuredText file;
+    kept as an absolute path). Without one the report shows `workflow/report/<stem>.rst`,
+    lipnorm's own outputs' captions, or no caption."""
 
     stem: str
     builder: Factory
     inputs: tuple[str, ...] = ("runs",)
+    caption: str | os.PathLike | None = None
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,18 @@ def _check_outputs(name: str, tables: Any, figures: Any) -> tuple[tuple[Output, 
             check_factory("experiment", name, f"the builder of {output.stem!r}", output.builder)
             if not output.inputs or not all(isinstance(table, str) and table for table in output.inputs):
                 raise ValueError(f"experiment {name!r}: {output.stem!r} needs the names of its input tables")
-        checked.append(outputs)
+        checked.append(tuple(_with_absolute_caption(name, output) for output in outputs))
     return checked[0], checked[1]
+
+
+def _with_absolute_caption(name: str, output: Output) -> Output:
+    """`output` with its caption file's absolute path; ValueError if it names no file."""
+    if output.caption is None:
+        return output
+    if not isinstance(output.caption, (str, os.PathLike)) or not os.path.isfile(output.caption):
+        raise ValueError(f"experiment {name!r}: the caption of {output.stem!r} must be the path of an "
+                         f"existing file, got {output.caption!r}")
+    return dataclasses.replace(output, caption=os.path.abspath(output.caption))
 
 
 def register_experiment(
