@@ -267,7 +267,7 @@ def regenerate(out_dir: str | os.PathLike) -> dict[str, str]:
         "",
         "Written by `lipnorm publish` from the small aggregates in this folder "
         f"({', '.join(f'`{name}`' for name in stored_files)}); "
-        "`tests/results/test_publish.py` renders this file and every table again from them and "
+        "`tests/test_publish.py` renders this file and every table again from them and "
         "fails when anything differs. Accuracy cells are the test metric ×100, mean ± "
         "sample std over n seeds; `diverged (k/n)` when k of the n seeds diverged (no mean: "
         "the survivors alone would flatter the setting).",
