@@ -34,7 +34,7 @@ from lipnorm.results.figures import FIGURES
 from lipnorm.results.publish import publish, read_runs, read_stored, regenerate
 from lipnorm.results.tables import write_tables
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 RUNS_COLUMNS = ["dataset", "missing_rate", "model", "depth", "alpha", "seed", "status",
                 "metric", "test_metric"]
 SEEDS = (0, 1)
