@@ -6,6 +6,7 @@ Training standardises with the batch mean and biased variance; the running mean 
 unbiased variance, updated with `momentum`, standardise in evaluation.
 """
 
+import copy
 import re
 
 import dgl
@@ -191,3 +192,31 @@ def test_wrong_width_is_a_value_error_naming_the_shape(cls, shape):
 def test_bad_options_raise_value_error_naming_the_value(cls, kwargs, message):
     with pytest.raises(ValueError, match=message):
         cls(**kwargs)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 2e-5)], ids=["f64", "f32"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix(training, dtype, tolerance):
+    """`grouped_batchnorm_sum` (no (N, G * W) matrix) against BatchNorm1d over that matrix."""
+    torch.manual_seed(3)
+    width, num_groups, nodes = 6, 4, 30
+    norm = DiffGroupNorm(width, num_groups=num_groups, skip_weight=0.5).to(dtype)
+    randomise_affine(norm)
+    reference = copy.deepcopy(norm)
+    norm.train(training), reference.train(training)
+    x = torch.randn(nodes, width, dtype=dtype, requires_grad=True)
+
+    def materialised(module, h):
+        assignment = torch.softmax(module.cluster(h), dim=1)
+        grouped = (assignment.unsqueeze(2) * h.unsqueeze(1)).reshape(nodes, -1)
+        return h + module.skip_weight * module.bn(grouped).view(nodes, num_groups, width).sum(dim=1)
+
+    upstream = torch.randn(nodes, width, dtype=dtype)
+    out, expected = norm(None, x), materialised(reference, x)
+    torch.testing.assert_close(out, expected, rtol=tolerance, atol=tolerance)
+    got = torch.autograd.grad((out * upstream).sum(), [x, *norm.parameters()])
+    want = torch.autograd.grad((expected * upstream).sum(), [x, *reference.parameters()])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=tolerance, atol=tolerance)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(norm.bn, name), getattr(reference.bn, name), rtol=tolerance, atol=tolerance)

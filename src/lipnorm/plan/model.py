@@ -219,6 +219,11 @@ class Coefficients:
     date: str = ""
     version: str = ""
     measurements: tuple[Mapping[str, Any], ...] = ()
+    # A run trained with its seeds together (`lipnorm train --seeds`: one network, one
+    # process, the compiled attention) costs this share of its estimate alone; measured
+    # on a grid where it applies (`seeds_together_source` says which), 1 where not.
+    seeds_together_share: float = 1.0
+    seeds_together_source: str = ""
 
     def estimate(self, shape: RunShape) -> Estimate:
         """The `Estimate` of `shape` under these coefficients."""
@@ -240,6 +245,7 @@ class Coefficients:
             "memory_mb": dict(self.memory),
             "epoch_s": dict(self.time),
             "measurements": [dict(row) for row in self.measurements],
+            "seeds_together": {"share": self.seeds_together_share, "measured": self.seeds_together_source},
         }
 
     def save(self, path: str | Path) -> Path:
@@ -288,7 +294,13 @@ def load_coefficients(path: str | Path | None = None) -> Coefficients:
     threads = data.get("threads")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"{where}: threads {threads!r} must be a positive integer")
+    together = data.get("seeds_together") or {"share": 1.0, "measured": ""}
+    share = together.get("share") if isinstance(together, Mapping) else together
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ValueError(f"{where}: seeds_together.share={share!r} must be a number in (0, 1]")
     return Coefficients(
+        seeds_together_share=float(share),
+        seeds_together_source=str(together.get("measured", "")),
         memory=_read_terms(where, data, "memory_mb", MEMORY_TERMS),
         time=_read_terms(where, data, "epoch_s", TIME_TERMS),
         device=data["device"],

@@ -231,23 +231,30 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
         f"coefficients: {coefficients.device}, {coefficients.threads} thread(s), {coefficients.machine} {coefficients.date}",
         f"requests: memory = estimate x {MEMORY_MARGIN} x attempt, runtime = (epochs x epoch time + {STARTUP_S} s) "
         f"x {TIME_MARGIN} x attempt; max_mem_mb: {limit if limit is not None else 'none'}",
-        "jobs: one per run, or per seed list for seeds trained together; CPU-h: each run as if alone",
+        "jobs: one per run, or per seed list for seeds trained together; CPU-h: " + (
+            "each run as if alone" if coefficients.seeds_together_share == 1 else
+            f"a run trained with its seeds at {coefficients.seeds_together_share:.3g} of its cost alone "
+            f"({coefficients.seeds_together_source})"
+        ),
         f"{'experiment':<12} {'runs':>6} {'jobs':>6} {'CPU-h':>9} {'largest MB':>10} {'longest min':>11} {'ckpt':>5} {'cluster':>7}  largest job",
     ]
 
     def job_count(group: list[Job]) -> int:
         return sum(1 / len(seeds) if job.run_group in seed_groups else 1 for job in group)
 
+    def cpu_hours(group: list[Job]) -> float:
+        share = coefficients.seeds_together_share
+        return sum(job.cpu_hours * (share if job.run_group in seed_groups else 1) for job in group) * coefficients.threads
+
     for name, group in experiments.items():
         largest = max(group, key=lambda job: job.mem_mb())
         longest = max(group, key=lambda job: job.runtime_min())
-        cpu_hours = sum(job.cpu_hours for job in group) * coefficients.threads
         checkpointed = sum(1 for job in group if job.changed.get("checkpoint"))
         clustered = sum(1 for job in group if job.changed.get("batching") == "cluster")
         lines.append(
-            f"{name:<12} {len(group):>6} {round(job_count(group)):>6} {cpu_hours:>9.1f} {largest.mem_mb():>10} "
+            f"{name:<12} {len(group):>6} {round(job_count(group)):>6} {cpu_hours(group):>9.1f} {largest.mem_mb():>10} "
             f"{longest.runtime_min():>11} {checkpointed:>5} {clustered:>7}  {largest.run_dir}"
         )
-    total = sum(job.cpu_hours for job in jobs.values()) * coefficients.threads
-    lines.append(f"{'total':<12} {len(jobs):>6} {round(job_count(list(jobs.values()))):>6} {total:>9.1f}")
+    everything = list(jobs.values())
+    lines.append(f"{'total':<12} {len(jobs):>6} {round(job_count(everything)):>6} {cpu_hours(everything):>9.1f}")
     return "\n".join(lines)

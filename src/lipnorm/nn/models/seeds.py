@@ -39,7 +39,7 @@ from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.fused import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
-from lipnorm.nn.norm.dgn import DiffGroupNorm
+from lipnorm.nn.norm.dgn import DiffGroupNorm, group_assignment, grouped_batchnorm_sum
 from lipnorm.nn.norm.pairnorm import EPS as PAIRNORM_EPS
 from lipnorm.nn.norm.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
@@ -230,12 +230,8 @@ class _SeedDiffGroupNorm(nn.Module):
         self.bn = _concatenated_batchnorm([norm.bn for norm in norms])
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        nodes, seeds, _ = h.shape
-        scores = torch.baddbmm(self.cluster_bias.unsqueeze(1), h.transpose(0, 1), self.cluster_weight.transpose(1, 2))
-        assignment = F.softmax(scores, dim=2).transpose(0, 1)  # (N, S, G)
-        grouped = (assignment.unsqueeze(3) * h.unsqueeze(2)).reshape(nodes, -1)  # (N, S*G*W)
-        normalised = self.bn(grouped).view(nodes, seeds, self.num_groups, self.width).sum(dim=2)
-        return h + self.skip_weight * normalised
+        assignment = group_assignment(h, self.cluster_weight, self.cluster_bias)
+        return h + self.skip_weight * grouped_batchnorm_sum(assignment, h, self.bn)
 
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
         columns = self.num_groups * self.width

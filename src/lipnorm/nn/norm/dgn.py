@@ -29,7 +29,7 @@ from torch import nn
 from lipnorm.nn.norm.batchnorm import check_batchnorm_options, check_positive_int, node_rows
 from lipnorm.settings.model_config import DGN_SKIP_WEIGHT
 
-__all__ = ["DiffGroupNorm", "dgn_layer"]
+__all__ = ["DiffGroupNorm", "dgn_layer", "group_assignment", "grouped_batchnorm_sum"]
 
 
 class DiffGroupNorm(nn.Module):
@@ -82,11 +82,65 @@ class DiffGroupNorm(nn.Module):
     def forward(self, graph: dgl.DGLGraph | None, h: torch.Tensor) -> torch.Tensor:
         """`h` `(N, width)` or `(N, H, D)` -> the same shape; `graph` is not used."""
         rows = node_rows(h, self.width, "DiffGroupNorm")
-        assignment = F.softmax(self.cluster(rows), dim=1)  # (N, G)
-        # Group g's features S[:, g] * h side by side: (N, G * width).
-        grouped = (assignment.unsqueeze(2) * rows.unsqueeze(1)).reshape(rows.shape[0], -1)
-        normalised = self.bn(grouped).view(rows.shape[0], self.num_groups, self.width).sum(dim=1)
+        h3 = rows.unsqueeze(1)  # (N, 1, W): one set of the batched form, the same operations
+        assignment = group_assignment(h3, self.cluster.weight.unsqueeze(0), self.cluster.bias.unsqueeze(0))
+        normalised = grouped_batchnorm_sum(assignment, h3, self.bn).squeeze(1)
         return (rows + self.skip_weight * normalised).reshape(h.shape)
+
+
+def group_assignment(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """`(S, G, N)`: each node's soft assignment to the G groups, ``softmax(W h + b)``, for
+    S sets of `h` `(N, S, W)` with their own `weight` `(S, G, W)` and `bias` `(S, G)`.
+    Group-major, so that the softmax over the groups runs along N-long rows (over
+    10-long ones it took 2.8 ms of a 22 ms layer at Cora, 5 seeds x 16)."""
+    return F.softmax(torch.baddbmm(bias.unsqueeze(2), weight, h.permute(1, 2, 0)), dim=1)
+
+
+def grouped_batchnorm_sum(assignment: torch.Tensor, h: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
+    """``sum_g BN(assignment[g] h)``, group g's columns of `bn`, for S sets side by side.
+
+    `assignment` `(S, G, N)` (each node's weights over the G groups, group-major), `h`
+    `(N, S, W)`, `bn` of ``S * G * W`` columns ordered (s, g, w): what `bn` does to the
+    ``(N, S * G * W)`` matrix of every group's scaled features (batch statistics and a
+    running-statistics update in training, the running ones in evaluation), summed over
+    the groups, `(N, S, W)`, without forming that matrix. Column (g, w)'s mean and
+    variance are ``A^T h`` and ``(A^2)^T h^2`` over the nodes, and ``sum_g gamma_gw
+    (a_g h_w - mu_gw) / sigma_gw`` is ``h_w (A K)_w`` with ``K = gamma / sigma``, less ``sum_g
+    gamma_gw mu_gw / sigma_gw``: products of ``(N, G)`` by ``(G, W)`` where the matrix was
+    ``(N, G W)``, 10 x the features for DGN's 10 groups. In float64 inside: the
+    shortcut's terms can cancel (a column of near-constant features), float32 BatchNorm's
+    own rounding is what is left.
+    """
+    sets, groups, nodes = assignment.shape
+    width = h.shape[2]
+    double = dict(dtype=torch.float64, memory_format=torch.contiguous_format)
+    a, x = assignment.to(**double), h.transpose(0, 1).to(**double)  # (S, G, N), (S, N, W)
+    if bn.training or not bn.track_running_stats:
+        mean = torch.bmm(a, x) / nodes  # (S, G, W)
+        var = (torch.bmm(a.square(), x.square()) / nodes - mean.square()).clamp_min(0)
+        if bn.training and bn.track_running_stats:
+            _update_running_stats(bn, mean.detach(), var.detach(), nodes)
+    else:
+        mean = bn.running_mean.double().view(sets, groups, width)
+        var = bn.running_var.double().view(sets, groups, width)
+    scale = torch.rsqrt(var + bn.eps)
+    shift = -(mean * scale)
+    if bn.affine:
+        weight = bn.weight.double().view(sets, groups, width)
+        scale, shift = weight * scale, weight * shift + bn.bias.double().view(sets, groups, width)
+    out = x * torch.bmm(a.transpose(1, 2), scale) + shift.sum(dim=1, keepdim=True)  # (S, N, W)
+    return out.transpose(0, 1).to(h.dtype)
+
+
+def _update_running_stats(bn: nn.BatchNorm1d, mean: torch.Tensor, var: torch.Tensor, nodes: int) -> None:
+    """`bn`'s running mean and (unbiased) variance moved towards this batch's, as its own
+    forward in training moves them."""
+    with torch.no_grad():
+        bn.num_batches_tracked.add_(1)
+        momentum = 1 / bn.num_batches_tracked.item() if bn.momentum is None else bn.momentum
+        unbiased = var * (nodes / (nodes - 1)) if nodes > 1 else var
+        bn.running_mean.mul_(1 - momentum).add_(mean.reshape(-1).to(bn.running_mean.dtype), alpha=momentum)
+        bn.running_var.mul_(1 - momentum).add_(unbiased.reshape(-1).to(bn.running_var.dtype), alpha=momentum)
 
 
 
