@@ -594,3 +594,33 @@ def test_a_dry_run_refuses_a_job_that_fits_nothing(tmp_path, shipped):
     assert "train job classic/runs/cora/gat-classic/L2/a1/r0/s0" in output
     assert f"estimate {estimate.memory_mb:.0f} MB" in output and "max_mem_mb=100" in output
     assert not (tmp_path / "results").exists()
+
+
+def test_runs_trained_with_their_seeds_are_planned_at_the_measured_share(shipped):
+    """The literature pilot trains every run with its seeds: its CPU-hours are the
+    coefficients' share of those of its runs alone, and the report says so."""
+    config = plan.read_config(REPO / "config" / "presets" / "literature-pilot.yaml")
+    alone = dataclasses.replace(shipped, seeds_together_share=1.0, seeds_together_source="")
+    measured = dataclasses.replace(shipped, seeds_together_share=0.25, seeds_together_source="a test")
+
+    def hours(report: str) -> float:
+        return float(next(line for line in report.splitlines() if line.startswith("remedies ")).split()[3])
+
+    report_alone, report_measured = plan.config_report(config, alone), plan.config_report(config, measured)
+    assert hours(report_measured) == pytest.approx(0.25 * hours(report_alone), abs=0.06)
+    assert "CPU-h: a run trained with its seeds at 0.25 of its cost alone (the coefficients' seeds_together)" in report_measured
+    assert "CPU-h: each run as if alone" in report_alone
+    # The smoke preset trains no seeds together: the share changes nothing there.
+    smoke = smoke_config()
+    assert plan.config_report(smoke, measured).splitlines()[3:] == plan.config_report(smoke, alone).splitlines()[3:]
+
+
+def test_the_shipped_coefficients_carry_the_measured_share_and_a_bad_one_is_refused(tmp_path, shipped):
+    assert 0 < shipped.seeds_together_share < 1 and "seed_batching" in shipped.seeds_together_source
+    data = shipped.to_json()
+    for share in (0, 1.5, "half", True):
+        data["seeds_together"] = {"share": share, "measured": "x"}
+        path = tmp_path / "coefficients.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=re.escape(f"seeds_together.share={share!r} must be a number in (0, 1]")):
+            plan.load_coefficients(path)

@@ -234,7 +234,7 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
         "jobs: one per run, or per seed list for seeds trained together; CPU-h: " + (
             "each run as if alone" if coefficients.seeds_together_share == 1 else
             f"a run trained with its seeds at {coefficients.seeds_together_share:.3g} of its cost alone "
-            f"({coefficients.seeds_together_source})"
+            "(the coefficients' seeds_together)"
         ),
         f"{'experiment':<12} {'runs':>6} {'jobs':>6} {'CPU-h':>9} {'largest MB':>10} {'longest min':>11} {'ckpt':>5} {'cluster':>7}  largest job",
     ]
