@@ -907,3 +907,14 @@ def test_a_plugin_in_the_workflow_config_makes_its_names_valid_and_reaches_every
     assert all(f"--plugin {EXAMPLE}" in line for line in jobs)
     # A plugin's dataset needs no download.
     assert "lipnorm data fetch" not in done.stdout
+
+
+def test_a_config_of_experiments_alone_takes_results_resources_and_data_by_default(tmp_path):
+    """A researcher's own config need not name the folders: results/ and resources/ of the
+    folder the workflow runs in, the data mirror from LIPNORM_DATA_MIRROR or the internet."""
+    config = axes_config()
+    for key in ("results", "resources", "data"):
+        del config[key]
+    done = dry_run(tmp_path, config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"--out results/depth/runs/csbm/gat/L2/a1/r0/s0\b", done.stdout), done.stdout
