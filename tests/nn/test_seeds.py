@@ -199,3 +199,33 @@ def test_per_seed_features_are_taken_as_the_shared_ones():
     torch.testing.assert_close(batched(graph, x.expand(3, -1, -1)), batched(graph, x))
     with pytest.raises(ValueError, match=r"feat has shape \(2, 12, 7\); expected \(N, F\) or \(S, N, F\) with S = 3"):
         batched(graph, per_seed[:2])
+
+
+@pytest.mark.parametrize("dropedge", [False, True], ids=["all-edges", "dropedge"])
+@pytest.mark.parametrize("case", ["plain", "lip", "two-heads"])
+def test_seeds_together_by_dgls_calls_equal_the_kernels(case, dropedge):
+    """Where the kernel cannot be built the seed-batched layers take DGL's calls, with the
+    same dropout masks (per seed, over its kept edges): the same logits and gradients."""
+    graph, x = small_graph(), features()
+    kept = None
+    if dropedge:
+        kept = torch.rand(graph.num_edges(), len(SEEDS), generator=torch.Generator().manual_seed(1)) < 0.7
+        src, dst = graph.edges()
+        kept[src == dst] = True
+    results = []
+    for fused in (True, False):
+        batched = SeedBatchedGAT(separate_models(dgn_config(**CASES[case])))
+        for layer in batched.layers:
+            layer.fused = fused
+        batched.train()
+        batched.set_generators([stream(seed) for seed in range(len(SEEDS))])
+        logits = batched(graph, x, kept)
+        logits.pow(2).sum().backward()
+        results.append((logits.detach(), [p.grad for p in batched.parameters() if p.grad is not None]))
+    (fast, fast_grads), (plain, plain_grads) = results
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
+    assert len(fast_grads) == len(plain_grads) > 0
+    # Float rounding apart, measured against the largest gradient (as above).
+    scale = max(grad.abs().max().item() for grad in plain_grads)
+    for got, expected in zip(fast_grads, plain_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6 * scale)

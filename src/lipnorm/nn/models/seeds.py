@@ -69,8 +69,8 @@ def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator
 
 class _SeedAttentionDropout(nn.Module):
     """Attention dropout of `(E, S*H, 1)` attention: seed s's heads from its generator,
-    over the edges its DropEdge kept where `kept` `(E, S)` is given (its separate run
-    draws its mask over the graph of those edges, in their order)."""
+    over the edges its DropEdge kept where `kept` `(E, S)` is given to `multiplier` (its
+    separate run draws its mask over the graph of those edges, in their order)."""
 
     def __init__(self, p: float, generators: list[torch.Generator]):
         super().__init__()
@@ -92,18 +92,20 @@ class _SeedAttentionDropout(nn.Module):
             masks[seed, rows] = torch.empty((len(rows), *shape[2:]), dtype=dtype).bernoulli_(1 - self.p, generator=generator)
         return masks.div_(1 - self.p)
 
-    def forward(self, attention: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, attention: torch.Tensor) -> torch.Tensor:
+        """`attention` `(E, S*H, 1)` dropped out over every edge (DGL's path without
+        DropEdge; with it, `GATConv._attend` takes the `multiplier` itself)."""
         seeds = len(self.generators)
         edges, heads, _ = attention.shape
-        multiplier = self.multiplier((seeds, edges, heads // seeds, 1), attention.dtype, kept)
+        multiplier = self.multiplier((seeds, edges, heads // seeds, 1), attention.dtype, None)
         return attention if multiplier is None else attention * multiplier.transpose(0, 1).reshape(attention.shape)
 
 
 class _SeedGATConv(GATConv):
     """S `GATConv`s of one shape as one: S*H heads over a per-seed projection.
 
-    `forward(graph, feat, kept)` takes the seeds' inputs `(S, N, in)` and returns
-    `(N, S*H, D)`; everything after the projection is `GATConv`'s own, per head, on the
+    `forward(graph, feat, kept)` takes the seeds' inputs node-major, `(N, S, in)` (or the
+    first layer's `RowPruned` values `(S, R, in)`), and returns `(N, S*H, D)`; everything after the projection is `GATConv`'s own, per head, on the
     edges seed s kept (`kept[:, s]`, DropEdge's; None: all): its scores of the others
     are left out of its softmax and of LipschitzNorm's neighbour maxima, as they are
     absent from its separate run's graph.
