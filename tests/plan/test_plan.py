@@ -624,3 +624,7 @@ def test_the_shipped_coefficients_carry_the_measured_share_and_a_bad_one_is_refu
         path.write_text(json.dumps(data))
         with pytest.raises(ValueError, match=re.escape(f"seeds_together.share={share!r} must be a number in (0, 1]")):
             plan.load_coefficients(path)
+    data["seeds_together"] = 0.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=re.escape("seeds_together must map share and measured; got 0.5")):
+        plan.load_coefficients(path)

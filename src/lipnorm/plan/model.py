@@ -294,8 +294,10 @@ def load_coefficients(path: str | Path | None = None) -> Coefficients:
     threads = data.get("threads")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"{where}: threads {threads!r} must be a positive integer")
-    together = data.get("seeds_together") or {"share": 1.0, "measured": ""}
-    share = together.get("share") if isinstance(together, Mapping) else together
+    together = data.get("seeds_together", {"share": 1.0, "measured": ""})
+    if not isinstance(together, Mapping):
+        raise ValueError(f"{where}: seeds_together must map share and measured; got {together!r}")
+    share = together.get("share")
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ValueError(f"{where}: seeds_together.share={share!r} must be a number in (0, 1]")
     return Coefficients(
