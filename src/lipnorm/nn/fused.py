@@ -44,7 +44,7 @@ __all__ = ["gat_attention", "grouped_linear", "kernel_unavailable", "fusable"]
 
 _SOURCE = Path(__file__).with_name("gat_attention.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
-_TYPES = {torch.float32: ("f", "float", "expf", "sqrtf", ctypes.c_float), torch.float64: ("d", "double", "exp", "sqrt", ctypes.c_double)}
+_TYPES = {torch.float32: ("f", "float", "exp_poly", "sqrtf", ctypes.c_float), torch.float64: ("d", "double", "exp", "sqrt", ctypes.c_double)}
 
 
 def _source_text() -> str:
@@ -125,9 +125,12 @@ def fusable(graph: dgl.DGLGraph, ft: torch.Tensor) -> bool:
     )
 
 
-def _in_edges(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _in_edges(graph: dgl.DGLGraph) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], int]:
+    """The graph's in-edge (CSC) index `(indptr, src, eid)` and its widest in-degree."""
     def build(graph):
-        return tuple(t.to(torch.int64).contiguous() for t in graph.adj_tensors("csc"))
+        structure = tuple(t.to(torch.int64).contiguous() for t in graph.adj_tensors("csc"))
+        widest = int(structure[0].diff().max()) if graph.num_nodes() else 0
+        return structure, widest
 
     return per_structure(graph, "fused-csc", build)
 
@@ -138,13 +141,15 @@ def _address(tensor: torch.Tensor | None) -> int | None:
 
 class _GATAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, ft, attn_l, attn_r, structure, kept, drop, heads_per_seed, lip, alpha, eps, slope):
+    def forward(ctx, ft, attn_l, attn_r, in_edges, kept, drop, heads_per_seed, lip, alpha, eps, slope, get_attention):
         nodes, groups, dim = ft.shape
         suffix, real = _TYPES[ft.dtype][0], _TYPES[ft.dtype][4]
         ft, attn_l, attn_r = ft.contiguous(), attn_l.contiguous(), attn_r.contiguous()
-        per_node = [ft.new_empty(nodes, groups) for _ in range(5)]  # el, er, sq, maxsq, scale
-        argmax = torch.empty(nodes, groups, dtype=torch.int64)
-        att = ft.new_empty(structure[1].numel(), groups)
+        structure, ctx.widest = in_edges
+        # Kept for the backward, group-major (the kernel walks one group at a time).
+        per_node = [ft.new_empty(groups, nodes) for _ in range(5)]  # el, er, sq, maxsq, scale
+        argmax = torch.empty(groups, nodes, dtype=torch.int64)
+        att = ft.new_empty(groups, structure[1].numel())
         out = ft.new_empty(nodes, groups, dim)
         common = (
             nodes, groups, dim, heads_per_seed, *(t.data_ptr() for t in structure), ft.data_ptr(), attn_l.data_ptr(),
@@ -156,20 +161,28 @@ class _GATAttention(torch.autograd.Function):
         ctx.common = common
         ctx.keep = (structure, kept, drop)  # the pointers in `common` point into these
         ctx.save_for_backward(ft, attn_l, attn_r, *per_node, argmax, att)
-        return out
+        if not get_attention:
+            return out, None
+        # (E, G, 1) by edge ID, after dropout, as GATConv's get_attention gives it.
+        attention = ft.new_empty(att.shape[1], groups)
+        attention[structure[2]] = att.t()
+        if drop is not None:
+            attention = attention.view(-1, groups // heads_per_seed, heads_per_seed).mul_(drop.transpose(0, 1))
+        ctx.mark_non_differentiable(attention)
+        return out, attention.view(-1, groups, 1)
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _grad_attention):
         ft, attn_l, attn_r, *per_node, argmax, att = ctx.saved_tensors
         nodes, groups, dim = ft.shape
         grad_out = grad_out.contiguous()
         grad_ft, grad_l, grad_r = torch.empty_like(ft), torch.empty_like(attn_l), torch.empty_like(attn_r)
-        work = ft.new_empty(4 * nodes * groups + groups)
+        work = ft.new_empty(4 * nodes + ctx.widest + 1)
         getattr(_library(), f"gat_attention_backward_{_TYPES[ft.dtype][0]}")(
             *ctx.common, *(t.data_ptr() for t in per_node), argmax.data_ptr(), att.data_ptr(), grad_out.data_ptr(),
             grad_ft.data_ptr(), grad_l.data_ptr(), grad_r.data_ptr(), work.data_ptr(),
         )
-        return grad_ft, grad_l, grad_r, None, None, None, None, None, None, None, None
+        return grad_ft, grad_l, grad_r, None, None, None, None, None, None, None, None, None
 
 
 def gat_attention(
@@ -185,8 +198,11 @@ def gat_attention(
     kept: torch.Tensor | None = None,
     heads_per_seed: int | None = None,
     drop: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """`GATConv`'s attention and neighbour sum on projections `ft` `(N, G, D)`: `(N, G, D)`.
+    get_attention: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """`GATConv`'s attention and neighbour sum on projections `ft` `(N, G, D)`: `(N, G, D)`,
+    and with `get_attention` the attention `(E, G, 1)` by edge ID (after dropout, as
+    `GATConv` returns it; for inspection: no gradient flows back through it).
 
     Parameters
     ----------
@@ -222,9 +238,11 @@ def gat_attention(
     if drop is not None:
         drop = drop.reshape(groups // heads_per_seed, graph.num_edges(), heads_per_seed).to(ft.dtype).contiguous()
     attn_l, attn_r = (a.reshape(groups, dim) for a in (attn_l, attn_r))
-    return _GATAttention.apply(
-        ft, attn_l, attn_r, _in_edges(graph), kept, drop, heads_per_seed, norm == "lip", alpha, eps, negative_slope
+    out, attention = _GATAttention.apply(
+        ft, attn_l, attn_r, _in_edges(graph), kept, drop, heads_per_seed, norm == "lip", alpha, eps, negative_slope,
+        get_attention,
     )
+    return (out, attention) if get_attention else out
 
 
 class _GroupedLinear(torch.autograd.Function):

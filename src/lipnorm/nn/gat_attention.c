@@ -8,22 +8,17 @@
  * Layouts: a graph of N nodes and E edges as its in-edge (CSC) index: indptr (N + 1),
  * src (E), eid (E), the edges of destination i at positions indptr[i] .. indptr[i+1].
  * Features node-major (N, G, D), G = S seeds x H heads ("groups"); attention vectors
- * (G, D); per-edge inputs (kept (E, S) bytes, drop (S, E, H)) by edge ID; the saved
- * attention (E, G) by CSC position.
+ * (G, D); per-edge inputs (kept (E, S) bytes, drop (S, E, H)) by edge ID; what the
+ * forward keeps for the backward group-major, the attention (G, E) by CSC position.
  */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
-/* a . b over n values, summed in 8 lanes and then as a tree: the lanes vectorise, and
- * the tree is 3 dependent adds where one running sum is n (D = 16 in the grids). */
+/* a . b over n values, in SIMD lanes */
 static inline REAL dot_SFX(const REAL *restrict a, const REAL *restrict b, int64_t n) {
-    REAL lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t d = 0;
-    for (; d + 8 <= n; d += 8)
-        for (int l = 0; l < 8; ++l) lanes[l] += a[d + l] * b[d + l];
-    REAL s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    for (; d < n; ++d) s += a[d] * b[d];
+    REAL s = 0;
+#pragma omp simd reduction(+:s)
+    for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
     return s;
 }
 
@@ -32,6 +27,30 @@ static inline void axpy_SFX(REAL *restrict y, REAL w, const REAL *restrict x, in
 #pragma omp simd
     for (int64_t d = 0; d < n; ++d) y[d] += w * x[d];
 }
+
+#ifndef LIPNORM_EXP_POLY
+#define LIPNORM_EXP_POLY
+/* exp(x) in float to about 1 ulp (Cephes' expf: 2^n times a degree-7 polynomial of the
+ * rest), written without branches or calls so that a loop of it runs in SIMD lanes, where
+ * libm's expf is one call per value. Below -87.34 it gives 0 (libm: denormals, which
+ * weigh nothing beside the softmax's largest term, exp(0) = 1); NaN stays NaN. */
+static inline float exp_poly(float x) {
+    const float lowest = -87.3365447505531f, highest = 88.3762626647949f;
+    float r = x < lowest ? lowest : (x > highest ? highest : x);
+    const float n = __builtin_floorf(r * 1.44269504088896341f + 0.5f);
+    r = r - n * 0.693359375f + n * 2.12194440e-4f; /* x - n ln 2, ln 2 in two parts */
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    union { int32_t i; float f; } scale = { .i = ((int32_t)n + 127) << 23 };
+    y = y * scale.f;
+    return x < lowest ? 0.0f : (x == x ? y : x);
+}
+#endif
 
 /* The arguments both functions take: sizes, graph, inputs, options. */
 #define COMMON_PARAMETERS \
@@ -45,97 +64,87 @@ static inline void axpy_SFX(REAL *restrict y, REAL w, const REAL *restrict x, in
 #define COMMON_ARGUMENTS(d) \
     N, G, d, heads_per_seed, indptr, src, eid, ft, attn_l, attn_r, kept, drop, lip, alpha, eps, slope,
 
-/* Where the dropout multiplier of edge k's head g lies: drop is (S, E, H), seed-major;
- * drop_of[g] = (g / H) E H + g % H, computed once (a division per edge and head cost
- * more than the rest of the edge's work). */
-#define DROP_INDEX (drop_of[g] + eid[k] * heads_per_seed)
+/* Both passes loop over the groups outermost: group g's slice of the features (N rows of
+ * D values, 1/G of them) stays in the core's cache while its edges gather from it, where
+ * all G groups' rows together would not (Cora with 5 seeds: 0.9 MB). Per group, the
+ * dropout multiplier of edge k is drop[drop_base + eid[k] H] (drop is (S, E, H)) and the
+ * edge is kept where kept[eid[k] S + s] (kept is (E, S)), s = g / H its seed. */
 
-/* Forward. Outputs: el, er, sq, maxsq, scale (N, G); argmax (N, G); att (E, G); out (N, G, D). */
+/* Forward. Outputs, group-major: el, er, sq, maxsq, scale (G, N); argmax (G, N); att (G, E)
+ * by CSC position; out (N, G, D). */
 static inline __attribute__((always_inline)) void forward_body_SFX(
     COMMON_PARAMETERS
     REAL *el, REAL *er, REAL *sq, REAL *maxsq, REAL *scale, int64_t *argmax,
     REAL *att, REAL *out)
 {
-    const int64_t H = heads_per_seed, S = G / H;
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t g = 0; g < G; ++g) {
-            const REAL *x = ft + (n * G + g) * D;
-            el[n * G + g] = dot_SFX(attn_l + g * D, x, D);
-            er[n * G + g] = dot_SFX(attn_r + g * D, x, D);
-            if (lip) sq[n * G + g] = dot_SFX(x, x, D);
-        }
-    /* per group: row max, row sum, ||a_l||^2 + ||a_r||^2, the row's LipschitzNorm factor */
-    REAL *restrict row_max = malloc(sizeof(REAL) * 4 * G), *restrict row_sum = row_max + G, *restrict a2 = row_max + 2 * G,
-         *restrict c = row_max + 3 * G;
-    int64_t *seed_of = malloc(sizeof(int64_t) * 2 * G), *drop_of = seed_of + G; /* not divided per edge */
+    const int64_t H = heads_per_seed, S = G / H, E = indptr[N];
     for (int64_t g = 0; g < G; ++g) {
-        a2[g] = dot_SFX(attn_l + g * D, attn_l + g * D, D) + dot_SFX(attn_r + g * D, attn_r + g * D, D);
-        c[g] = 1;
-        seed_of[g] = g / H;
-        drop_of[g] = (g / H) * indptr[N] * H + g % H;
-    }
-    for (int64_t i = 0; i < N; ++i) {
-        const int64_t begin = indptr[i], end = indptr[i + 1];
-        const REAL *er_i = er + i * G;
-        if (lip) {
-            /* max over the kept in-neighbours of ||W h_j||^2; 0 (neutral) if none */
-            REAL *best = maxsq + i * G;
-            int64_t *at = argmax + i * G;
-            for (int64_t g = 0; g < G; ++g) { best[g] = 0; at[g] = -1; }
-            for (int64_t k = begin; k < end; ++k) {
-                const int64_t j = src[k];
-                const uint8_t *kp = kept ? kept + eid[k] * S : NULL;
-                for (int64_t g = 0; g < G; ++g) {
-                    const REAL v = sq[j * G + g];
-                    const int larger = (v > best[g]) & (kp ? kp[seed_of[g]] : 1); /* no branch: random */
-                    best[g] = larger ? v : best[g];
-                    at[g] = larger ? j : at[g];
-                }
-            }
-            for (int64_t g = 0; g < G; ++g) {
-                const REAL bound = a2[g] * (sq[i * G + g] + best[g]);
-                c[g] = bound <= eps * eps ? 0 : 1 / SQRT(bound);
-                scale[i * G + g] = c[g];
-            }
+        const int64_t seed = g / H, drop_base = seed * E * H + g % H;
+        const REAL *restrict al = attn_l + g * D, *restrict ar = attn_r + g * D;
+        REAL *restrict el_g = el + g * N, *restrict er_g = er + g * N, *restrict sq_g = sq + g * N;
+        REAL *restrict att_g = att + g * E;
+        for (int64_t n = 0; n < N; ++n) {
+            const REAL *x = ft + (n * G + g) * D;
+            el_g[n] = dot_SFX(al, x, D);
+            er_g[n] = dot_SFX(ar, x, D);
+            if (lip) sq_g[n] = dot_SFX(x, x, D);
         }
-        /* scores after the LeakyReLU; -inf for a dropped edge (exp gives 0). Selects, not
-         * branches (-fno-trapping-math lets them be): the signs of the scores are random. */
-        for (int64_t g = 0; g < G; ++g) { row_max[g] = -INFINITY; row_sum[g] = 0; }
-        for (int64_t k = begin; k < end; ++k) {
-            const REAL *restrict el_j = el + src[k] * G;
-            const uint8_t *kp = kept ? kept + eid[k] * S : NULL;
-            REAL *restrict a = att + k * G;
-            for (int64_t g = 0; g < G; ++g) {
-                REAL z = el_j[g] + er_i[g];
-                if (lip) { z = z * c[g]; if (alpha != 1) z = alpha * z; }
+        const REAL a2 = dot_SFX(al, al, D) + dot_SFX(ar, ar, D); /* ||a_l||^2 + ||a_r||^2 */
+        for (int64_t i = 0; i < N; ++i) {
+            const int64_t begin = indptr[i], end = indptr[i + 1];
+            REAL c = 1; /* the row's LipschitzNorm factor */
+            if (lip) {
+                /* max over the kept in-neighbours of ||W h_j||^2; 0 (neutral) if none */
+                REAL best = 0;
+                int64_t at = -1;
+                for (int64_t k = begin; k < end; ++k) {
+                    const int64_t j = src[k];
+                    const REAL v = sq_g[j];
+                    const int larger = (v > best) & (kept ? kept[eid[k] * S + seed] : 1); /* no branch: random */
+                    best = larger ? v : best;
+                    at = larger ? j : at;
+                }
+                const REAL bound = a2 * (sq_g[i] + best);
+                c = bound <= eps * eps ? 0 : 1 / SQRT(bound);
+                scale[g * N + i] = c;
+                maxsq[g * N + i] = best;
+                argmax[g * N + i] = at;
+            }
+            /* scores after the LeakyReLU, less the row's largest; -inf for a dropped edge
+             * and for every edge of a row without a kept edge (exp gives 0). Selects, not
+             * branches (-fno-trapping-math lets them be): the signs of the scores are random. */
+            const REAL er_i = er_g[i];
+            REAL row_max = -INFINITY;
+            for (int64_t k = begin; k < end; ++k) {
+                REAL z = el_g[src[k]] + er_i;
+                if (lip) { z = z * c; if (alpha != 1) z = alpha * z; }
                 const REAL negative = slope * z;
                 REAL e = z > 0 ? z : negative;
-                if (kp) e = kp[seed_of[g]] ? e : -INFINITY;
-                a[g] = e;
-                row_max[g] = e > row_max[g] ? e : row_max[g];
+                if (kept) e = kept[eid[k] * S + seed] ? e : -INFINITY;
+                att_g[k] = e;
+                row_max = e > row_max ? e : row_max;
             }
+            for (int64_t k = begin; k < end; ++k) att_g[k] = row_max == -INFINITY ? -INFINITY : att_g[k] - row_max;
         }
-        for (int64_t k = begin; k < end; ++k) {
-            REAL *restrict a = att + k * G;
-            for (int64_t g = 0; g < G; ++g) {
-                const REAL w = EXP(a[g] - row_max[g]);
-                a[g] = w;
-                row_sum[g] += w;
+        /* the exponentials of the whole group in one sweep, in SIMD lanes */
+#pragma omp simd
+        for (int64_t k = 0; k < E; ++k) att_g[k] = EXP(att_g[k]);
+        /* the softmax's sums and the weighted neighbour sum, a row at a time */
+        for (int64_t i = 0; i < N; ++i) {
+            const int64_t begin = indptr[i], end = indptr[i + 1];
+            REAL row_sum = 0;
+            for (int64_t k = begin; k < end; ++k) row_sum += att_g[k];
+            REAL sum[D]; /* in registers, where out's row would be loaded and stored per edge */
+            for (int64_t d = 0; d < D; ++d) sum[d] = 0;
+            for (int64_t k = begin; k < end; ++k) {
+                const REAL a = row_sum == 0 ? 0 : att_g[k] / row_sum; /* 0: no kept in-edge */
+                att_g[k] = a;
+                axpy_SFX(sum, drop ? a * drop[drop_base + eid[k] * H] : a, ft + (src[k] * G + g) * D, D);
             }
-        }
-        REAL *o = out + i * G * D;
-        for (int64_t t = 0; t < G * D; ++t) o[t] = 0;
-        for (int64_t k = begin; k < end; ++k) {
-            const REAL *x = ft + src[k] * G * D;
-            REAL *a = att + k * G;
-            for (int64_t g = 0; g < G; ++g) {
-                a[g] = row_max[g] == -INFINITY ? 0 : a[g] / row_sum[g]; /* 0: no kept in-edge */
-                axpy_SFX(o + g * D, drop ? a[g] * drop[DROP_INDEX] : a[g], x + g * D, D);
-            }
+            REAL *restrict o = out + (i * G + g) * D;
+            for (int64_t d = 0; d < D; ++d) o[d] = sum[d];
         }
     }
-    free(row_max);
-    free(seed_of);
 }
 
 /* D = 16 (the grids' hidden size) compiled apart: its dot products and sums unrolled. */
@@ -149,104 +158,99 @@ void gat_attention_forward_SFX(
 }
 
 /* Backward: grad_ft (N, G, D), grad_attn_l and grad_attn_r (G, D) are written (not
- * accumulated); work (4 N G + G) is scratch. */
+ * accumulated); work (4 N + widest in-degree + 1) is scratch. */
 static inline __attribute__((always_inline)) void backward_body_SFX(
     COMMON_PARAMETERS
     const REAL *el, const REAL *er, const REAL *sq, const REAL *maxsq, const REAL *scale, const int64_t *argmax,
     const REAL *att, const REAL *grad_out,
     REAL *grad_ft, REAL *grad_attn_l, REAL *grad_attn_r, REAL *work)
 {
-    REAL *grad_el = work, *grad_er = work + N * G, *grad_scale = work + 2 * N * G, *grad_sq = work + 3 * N * G;
-    REAL *grad_a2 = work + 4 * N * G;
-    for (int64_t t = 0; t < 4 * N * G + G; ++t) work[t] = 0;
+    const int64_t H = heads_per_seed, E = indptr[N];
+    /* d loss / d (el, er, LipschitzNorm factor, ||W h||^2) of group g's nodes, and of its
+     * row's attention (after dropout) */
+    REAL *restrict grad_el = work, *restrict grad_er = work + N, *restrict grad_scale = work + 2 * N,
+         *restrict grad_sq = work + 3 * N, *restrict grad_att = work + 4 * N;
     for (int64_t t = 0; t < N * G * D; ++t) grad_ft[t] = 0;
-    REAL *weighted = malloc(sizeof(REAL) * G);
-    int64_t *drop_of = malloc(sizeof(int64_t) * G);
-    for (int64_t g = 0; g < G; ++g) drop_of[g] = (g / heads_per_seed) * indptr[N] * heads_per_seed + g % heads_per_seed;
-    int64_t widest = 0;
-    for (int64_t i = 0; i < N; ++i) if (indptr[i + 1] - indptr[i] > widest) widest = indptr[i + 1] - indptr[i];
-    REAL *grad_att = malloc(sizeof(REAL) * (widest * G + 1)); /* d loss / d attention of the row's edges */
-    for (int64_t i = 0; i < N; ++i) {
-        const int64_t begin = indptr[i], end = indptr[i + 1];
-        const REAL *go = grad_out + i * G * D;
-        /* d loss / d attention (after dropout) and the softmax's sum over the row */
-        for (int64_t g = 0; g < G; ++g) weighted[g] = 0;
-        for (int64_t k = begin; k < end; ++k) {
-            const REAL *x = ft + src[k] * G * D;
-            REAL *gx = grad_ft + src[k] * G * D;
-            for (int64_t g = 0; g < G; ++g) {
-                const REAL a = att[k * G + g];
-                if (a == 0) { grad_att[(k - begin) * G + g] = 0; continue; } /* dropped: no work */
-                const REAL m = drop ? drop[DROP_INDEX] : 1;
-                axpy_SFX(gx + g * D, a * m, go + g * D, D);
-                const REAL da = m * dot_SFX(go + g * D, x + g * D, D);
-                grad_att[(k - begin) * G + g] = da;
-                weighted[g] += a * da;
+    for (int64_t g = 0; g < G; ++g) {
+        const int64_t drop_base = (g / H) * E * H + g % H;
+        const REAL *restrict al = attn_l + g * D, *restrict ar = attn_r + g * D;
+        const REAL *restrict el_g = el + g * N, *restrict er_g = er + g * N, *restrict att_g = att + g * E;
+        const REAL *restrict scale_g = scale + g * N;
+        REAL *gl_out = grad_attn_l + g * D, *gr_out = grad_attn_r + g * D;
+        for (int64_t t = 0; t < 4 * N; ++t) work[t] = 0;
+        for (int64_t i = 0; i < N; ++i) {
+            const int64_t begin = indptr[i], end = indptr[i + 1];
+            REAL go[D]; /* the row's output gradient, in registers */
+            for (int64_t d = 0; d < D; ++d) go[d] = grad_out[(i * G + g) * D + d];
+            /* d loss / d attention and the softmax's sum over the row */
+            REAL weighted = 0;
+            for (int64_t k = begin; k < end; ++k) {
+                const REAL a = att_g[k];
+                if (a == 0) { grad_att[k - begin] = 0; continue; } /* dropped: no work */
+                const int64_t j = src[k];
+                const REAL m = drop ? drop[drop_base + eid[k] * H] : 1;
+                axpy_SFX(grad_ft + (j * G + g) * D, a * m, go, D);
+                const REAL da = m * dot_SFX(go, ft + (j * G + g) * D, D);
+                grad_att[k - begin] = da;
+                weighted += a * da;
             }
-        }
-        /* through the softmax and the LeakyReLU (selects, not branches) to the scores */
-        for (int64_t k = begin; k < end; ++k) {
-            const REAL *restrict el_j = el + src[k] * G, *restrict a = att + k * G, *restrict da = grad_att + (k - begin) * G;
-            REAL *restrict grad_el_j = grad_el + src[k] * G;
-            for (int64_t g = 0; g < G; ++g) {
-                const REAL ds = a[g] * (da[g] - weighted[g]); /* 0 on a dropped edge */
-                const REAL raw = el_j[g] + er[i * G + g];
+            /* through the softmax and the LeakyReLU (selects, not branches) to the scores */
+            const REAL er_i = er_g[i];
+            REAL grad_er_i = 0, grad_scale_i = 0;
+            const REAL cg = lip ? scale_g[i] : 1;
+            for (int64_t k = begin; k < end; ++k) {
+                const int64_t j = src[k];
+                const REAL ds = att_g[k] * (grad_att[k - begin] - weighted); /* 0 on a dropped edge */
+                const REAL raw = el_g[j] + er_i;
                 if (lip) {
-                    const REAL cg = scale[i * G + g];
                     REAL z = raw * cg;
                     if (alpha != 1) z = alpha * z;
                     const REAL negative = ds * slope;
                     REAL dz = z > 0 ? ds : negative;
                     if (alpha != 1) dz = alpha * dz;
-                    grad_scale[i * G + g] += dz * raw;
-                    grad_el_j[g] += dz * cg;
-                    grad_er[i * G + g] += dz * cg;
+                    grad_scale_i += dz * raw;
+                    grad_el[j] += dz * cg;
+                    grad_er_i += dz * cg;
                 } else {
                     const REAL negative = ds * slope;
                     const REAL dz = raw > 0 ? ds : negative;
-                    grad_el_j[g] += dz;
-                    grad_er[i * G + g] += dz;
+                    grad_el[j] += dz;
+                    grad_er_i += dz;
                 }
             }
+            grad_er[i] += grad_er_i;
+            grad_scale[i] += grad_scale_i;
         }
-    }
-    free(weighted);
-    free(drop_of);
-    free(grad_att);
-    if (lip) {
-        REAL *a2 = malloc(sizeof(REAL) * G);
-        for (int64_t g = 0; g < G; ++g)
-            a2[g] = dot_SFX(attn_l + g * D, attn_l + g * D, D) + dot_SFX(attn_r + g * D, attn_r + g * D, D);
-        for (int64_t i = 0; i < N; ++i)
-            for (int64_t g = 0; g < G; ++g) {
-                const REAL c = scale[i * G + g];
+        REAL grad_a2 = 0;
+        if (lip) {
+            const REAL a2 = dot_SFX(al, al, D) + dot_SFX(ar, ar, D);
+            const REAL *restrict sq_g = sq + g * N, *restrict maxsq_g = maxsq + g * N;
+            const int64_t *restrict argmax_g = argmax + g * N;
+            for (int64_t i = 0; i < N; ++i) {
+                const REAL c = scale_g[i];
                 if (c == 0) continue;
                 /* c = bound^(-1/2): d c / d bound = -c^3 / 2 */
-                const REAL grad_bound = grad_scale[i * G + g] * c * c * c * (REAL)-0.5;
-                grad_a2[g] += grad_bound * (sq[i * G + g] + maxsq[i * G + g]);
-                grad_sq[i * G + g] += grad_bound * a2[g];
-                if (argmax[i * G + g] >= 0) grad_sq[argmax[i * G + g] * G + g] += grad_bound * a2[g];
-            }
-        free(a2);
-    }
-    for (int64_t g = 0; g < G * D; ++g) { grad_attn_l[g] = 0; grad_attn_r[g] = 0; }
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t g = 0; g < G; ++g) {
-            const REAL *x = ft + (n * G + g) * D;
-            REAL *gx = grad_ft + (n * G + g) * D;
-            const REAL gl = grad_el[n * G + g], gr = grad_er[n * G + g], gs = 2 * grad_sq[n * G + g];
-            for (int64_t d = 0; d < D; ++d) {
-                gx[d] += gl * attn_l[g * D + d] + gr * attn_r[g * D + d] + gs * x[d];
-                grad_attn_l[g * D + d] += gl * x[d];
-                grad_attn_r[g * D + d] += gr * x[d];
+                const REAL grad_bound = grad_scale[i] * c * c * c * (REAL)-0.5;
+                grad_a2 += grad_bound * (sq_g[i] + maxsq_g[i]);
+                grad_sq[i] += grad_bound * a2;
+                if (argmax_g[i] >= 0) grad_sq[argmax_g[i]] += grad_bound * a2;
             }
         }
-    if (lip)
-        for (int64_t g = 0; g < G; ++g)
+        REAL sum_l[D], sum_r[D];
+        for (int64_t d = 0; d < D; ++d) { sum_l[d] = 2 * grad_a2 * al[d]; sum_r[d] = 2 * grad_a2 * ar[d]; }
+        for (int64_t n = 0; n < N; ++n) {
+            const REAL *restrict x = ft + (n * G + g) * D;
+            REAL *restrict gx = grad_ft + (n * G + g) * D;
+            const REAL gl = grad_el[n], gr = grad_er[n], gs = 2 * grad_sq[n];
+#pragma omp simd
             for (int64_t d = 0; d < D; ++d) {
-                grad_attn_l[g * D + d] += 2 * grad_a2[g] * attn_l[g * D + d];
-                grad_attn_r[g * D + d] += 2 * grad_a2[g] * attn_r[g * D + d];
+                gx[d] += gl * al[d] + gr * ar[d] + gs * x[d];
+                sum_l[d] += gl * x[d];
+                sum_r[d] += gr * x[d];
             }
+        }
+        for (int64_t d = 0; d < D; ++d) { gl_out[d] = sum_l[d]; gr_out[d] = sum_r[d]; }
+    }
 }
 
 void gat_attention_backward_SFX(

@@ -121,7 +121,7 @@ class GATConv(AttentionConv):
         Compute the scores, LipschitzNorm, softmax, attention dropout and neighbour sum
         in one compiled CPU kernel (`lipnorm.nn.fused`) where it applies: a whole
         homogeneous graph on the CPU, one feature tensor, no `edge_weight`, no
-        `get_attention`, the "paper" variant; elsewhere, and where no C compiler is
+        `get_attention` where autograd records, the "paper" variant; elsewhere, and where no C compiler is
         found, DGL's calls. The same numbers to float rounding and the same dropout
         masks; for small layers (a few heads of 16 features) where DGL's per-call cost
         dominates, several times faster (docs/performance.md).
@@ -303,15 +303,19 @@ class GATConv(AttentionConv):
         """
         group = self._heads_per_group(head_mask)
         if (
-            self.fused and edge_weight is None and not get_attention and not isinstance(ft, tuple)
+            self.fused and edge_weight is None and not isinstance(ft, tuple)
             and (self.norm == "none" or self.variant == "paper") and fusable(graph, ft)
+            # the kernel's attention is for inspection (the layer statistics): not where
+            # autograd records, which DGL's differentiable one serves
+            and not (get_attention and torch.is_grad_enabled())
         ):
             drop = self._attention_dropout(self._dropout_shape(graph, head_mask), ft, head_mask)
             rst = gat_attention(
                 graph, ft, self.attn_l, self.attn_r, norm=self.norm, alpha=self.alpha, eps=self.eps,
                 negative_slope=self.leaky_relu.negative_slope, kept=head_mask, heads_per_seed=group, drop=drop,
+                get_attention=get_attention,
             )
-            return rst, None
+            return rst if get_attention else (rst, None)
         edges = None if head_mask is None else head_mask.repeat_interleave(group, dim=1).unsqueeze(-1)
         scores = self.leaky_relu(self._scores(graph, ft, edge_mask=edges))
         if edges is not None:  # -inf: exp gives 0 (each node keeps its self-loop, so its max is finite)
