@@ -52,6 +52,12 @@ static inline float exp_poly(float x) {
 }
 #endif
 
+/* Brings values[0 .. n) towards the cache in order: what is then read at random (by edge
+ * ID) no longer waits for memory each time. */
+static inline void prefetch_SFX(const REAL *values, int64_t n) {
+    for (int64_t t = 0; t < n; t += 64 / sizeof(REAL)) __builtin_prefetch(values + t);
+}
+
 /* The arguments both functions take: sizes, graph, inputs, options. */
 #define COMMON_PARAMETERS \
     int64_t N, int64_t G, int64_t D, int64_t heads_per_seed, \
@@ -90,6 +96,7 @@ static inline __attribute__((always_inline)) void forward_body_SFX(
             if (lip) sq_g[n] = dot_SFX(x, x, D);
         }
         const REAL a2 = dot_SFX(al, al, D) + dot_SFX(ar, ar, D); /* ||a_l||^2 + ||a_r||^2 */
+        if (drop && g % H == 0) prefetch_SFX(drop + seed * E * H, E * H); /* the seed's multipliers */
         for (int64_t i = 0; i < N; ++i) {
             const int64_t begin = indptr[i], end = indptr[i + 1];
             REAL c = 1; /* the row's LipschitzNorm factor */
@@ -170,8 +177,15 @@ static inline __attribute__((always_inline)) void backward_body_SFX(
      * row's attention (after dropout) */
     REAL *restrict grad_el = work, *restrict grad_er = work + N, *restrict grad_scale = work + 2 * N,
          *restrict grad_sq = work + 3 * N, *restrict grad_att = work + 4 * N;
-    for (int64_t t = 0; t < N * G * D; ++t) grad_ft[t] = 0;
     for (int64_t g = 0; g < G; ++g) {
+        /* Group g's rows of the features and of their gradient, in order before the edges
+         * gather from them at random: a stream the prefetcher follows, where the gathers
+         * would each wait for memory (the backward finds them long evicted). */
+        for (int64_t n = 0; n < N; ++n) {
+            __builtin_prefetch(ft + (n * G + g) * D);
+            for (int64_t d = 0; d < D; ++d) grad_ft[(n * G + g) * D + d] = 0;
+        }
+        if (drop && g % H == 0) prefetch_SFX(drop + (g / H) * E * H, E * H);
         const int64_t drop_base = (g / H) * E * H + g % H;
         const REAL *restrict al = attn_l + g * D, *restrict ar = attn_r + g * D;
         const REAL *restrict el_g = el + g * N, *restrict er_g = er + g * N, *restrict att_g = att + g * E;
