@@ -9,6 +9,7 @@ check of a run's settings runs before `lipnorm train` imports torch and DGL."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -260,9 +261,16 @@ def _norm_of_extra(model: str, norm_extra: str, norm: str | None) -> str:
 _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
 
 
+@functools.lru_cache(maxsize=1)
+def _type_hints() -> dict[str, Any]:
+    # Resolved once: get_type_hints evaluates every annotation's string (1 ms a call,
+    # and each check asks once per field).
+    return typing.get_type_hints(TrainConfig)
+
+
 def _allowed_types(name: str) -> tuple[type, ...]:
     """The value types field `name` accepts (a float field takes ints too)."""
-    hint = typing.get_type_hints(TrainConfig)[name]
+    hint = _type_hints()[name]
     types = typing.get_args(hint) or (hint,)
     return types + ((int,) if float in types else ())
 

@@ -142,12 +142,13 @@ class RunDirectory:
     """
 
     def __init__(self, config: TrainConfig, out: str | Path, started: float,
-                 logger: logging.Logger = log, label: str = "", own_streams: bool = False):
+                 logger: logging.Logger = log, label: str = "", own_streams: bool = False, dataset=None):
+        """`dataset`: `config`'s, loaded already (by another seed's run in this process)."""
         self.started, self.logger, self.label, self.out = started, logger, label, Path(out)
         config = config.resolved()
         # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
         config = dataclasses.replace(config, device=str(resolve_device(config.device)))
-        self.setup = prepare(config)
+        self.setup = prepare(config, dataset)
         # What loading decided: the model's dropouts, and K and B where sized by the graph.
         batches = self.setup.batches
         self.config = dataclasses.replace(

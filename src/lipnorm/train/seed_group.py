@@ -75,7 +75,8 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
     def job(index: int) -> RunDirectory:
         seed = seeds[index]
         return RunDirectory(*targets[index], started, logging.getLogger(f"lipnorm.train.seed{seed}"),
-                            label=f"seed {seed}" if len(seeds) > 1 else "", own_streams=True)
+                            label=f"seed {seed}" if len(seeds) > 1 else "", own_streams=True,
+                            dataset=first.setup.dataset if index else None)  # loaded once
 
     first = job(0)
     reason = _why_not_one_network(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None

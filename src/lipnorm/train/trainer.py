@@ -88,10 +88,13 @@ class Setup(NamedTuple):
     batches: ClusterBatches | None = None  # the training batches of `batching="cluster"`
 
 
-def prepare(config: TrainConfig) -> Setup:
+def prepare(config: TrainConfig, dataset: data.NodeDataset | None = None) -> Setup:
     """Seed, load the data, apply the missing-features mask, build the model, and move
     what training uses to `config.device`: the graph, the erased features, the labels, the
     split masks as node indices, the model (not the unerased features or the masks).
+    `dataset`, if given, is `config`'s dataset loaded already (the seeds of one
+    configuration trained in one process load it once and share its graph, whose
+    per-structure caches then serve them all); it is not changed here.
     With `batching="cluster"`, the METIS partition too (`lipnorm.train.cluster_batches`: read from
     its cache under `data_root`, else computed and cached), of K and B as given or, unset,
     sized by the loaded graph (`lipnorm.settings.train_config.cluster_counts`); the batches stay on
@@ -108,10 +111,11 @@ def prepare(config: TrainConfig) -> Setup:
     retain_freed_memory(map_large_tensors=config.checkpoint or config.batching == "cluster")
     seed_everything(config.seed)
     csbm = None if config.csbm is None else data.csbm_params(config.csbm)
-    dataset = data.load_dataset(
-        config.dataset, root=config.data_root, mirror=config.mirror, csbm=csbm,
-        raw_features=config.raw_features,
-    )
+    if dataset is None:
+        dataset = data.load_dataset(
+            config.dataset, root=config.data_root, mirror=config.mirror, csbm=csbm,
+            raw_features=config.raw_features,
+        )
     if config.mask is not None:
         mask = data.load_mask(config.mask, dataset.num_nodes)
     else:
