@@ -105,6 +105,21 @@ def test_seeds_together_write_the_separate_runs(tmp_path, settings):
     assert all(summary["wall_time_s"] > 0 for summary in summaries)
 
 
+@pytest.mark.parametrize("recipe", ["dgn", "lipnorm"], ids=["together", "one-after-another"])
+def test_the_seeds_load_their_dataset_once(tmp_path, monkeypatch, recipe):
+    """One load per process, whichever way the seeds train: the first seed's dataset
+    serves the others (their configuration differs by the seed only)."""
+    from lipnorm import data
+
+    loads = []
+    load = data.load_dataset
+    monkeypatch.setattr(data, "load_dataset", lambda *args, **kwargs: loads.append(args) or load(*args, **kwargs))
+    settings = {} if recipe == "dgn" else {"heads": 2, "hidden": 4}
+    config = literature(tmp_path, recipe=recipe, model="gat", epochs=2, **settings)
+    summaries = seed_group.run_seeds(config, [0, 1, 2], str(tmp_path / "together" / "s{seed}"))
+    assert len(loads) == 1 and [summary["status"] for summary in summaries] == ["ok"] * 3
+
+
 def test_an_architecture_without_seeds_together_falls_back(tmp_path, monkeypatch):
     """A plugin's architecture that registers no `seeds_together` (here: GAT's entry
     without it) gets its seeds trained one after another, with its reason logged."""
