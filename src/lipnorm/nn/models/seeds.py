@@ -28,7 +28,8 @@ diverges (NaN) leaves the others' numbers alone.
 
 from __future__ import annotations
 
-from typing import Sequence
+import weakref
+from typing import NamedTuple, Sequence
 
 import dgl
 import torch
@@ -49,6 +50,17 @@ __all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
 
 # Where a seed's part of a batched tensor lies: `tensor[index]`.
 Index = int | slice | tuple
+
+
+class NonzeroEntries(NamedTuple):
+    """Features `(num_nodes, F)` of S seeds given by their non-zero entries: entry k is
+    node `nodes[k]`'s feature `features[k]`, seed s's value `values[s, k]` (the first
+    layer's dropped-out input, `SeedBatchedGAT._first_input`)."""
+
+    nodes: torch.Tensor
+    features: torch.Tensor
+    values: torch.Tensor
+    num_nodes: int
 
 
 def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator], dim: int) -> torch.Tensor:
@@ -105,7 +117,7 @@ class _SeedGATConv(GATConv):
     """S `GATConv`s of one shape as one: S*H heads over a per-seed projection.
 
     `forward(graph, feat, kept)` takes the seeds' inputs node-major, `(N, S, in)` (or the
-    first layer's `RowPruned` values `(S, R, in)`), and returns `(N, S*H, D)`; everything after the projection is `GATConv`'s own, per head, on the
+    first layer's `NonzeroEntries`), and returns `(N, S*H, D)`; everything after the projection is `GATConv`'s own, per head, on the
     edges seed s kept (`kept[:, s]`, DropEdge's; None: all): its scores of the others
     are left out of its softmax and of LipschitzNorm's neighbour maxima, as they are
     absent from its separate run's graph.
@@ -142,14 +154,16 @@ class _SeedGATConv(GATConv):
     def _attention_dropout(self, shape, like, head_mask=None):
         return self.attn_drop.multiplier(shape, like.dtype, head_mask)
 
-    def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | RowPruned):
+    def _project(self, graph: dgl.DGLGraph, feat: torch.Tensor | NonzeroEntries):
         # -> (N, S*H, D), each seed's input by its own matrix; the residual sees the input seed by seed.
-        if isinstance(feat, RowPruned):
-            # The product on the rows that can be non-zero only: a zero row projects to 0.
+        if isinstance(feat, NonzeroEntries):
+            # The product on the non-zero entries only: W x = sum_k x_k W[:, k].
             if self.res_fc is not None:
-                raise ValueError("a residual layer takes its input whole, not row-pruned")
-            ft = feat.scatter(torch.bmm(feat.values, self.weight.transpose(1, 2)))
-            return None, ft.transpose(0, 1).reshape(feat.num_nodes, self.num_heads, self.out_feats)
+                raise ValueError("a residual layer takes its input whole, not as its non-zero entries")
+            columns = self.weight.permute(2, 0, 1).index_select(0, feat.features)  # (K, S, H*D)
+            terms = columns * feat.values.t().unsqueeze(-1)
+            ft = terms.new_zeros(feat.num_nodes, *terms.shape[1:]).index_add(0, feat.nodes, terms)
+            return None, ft.view(feat.num_nodes, self.num_heads, self.out_feats)
         ft = grouped_linear(feat, self.weight)  # node-major (N, S, in) -> (N, S, H*D)
         return feat.reshape(feat.shape[0], -1), ft.view(feat.shape[0], self.num_heads, self.out_feats)
 
@@ -292,6 +306,7 @@ class SeedBatchedGAT(nn.Module):
                 _SeedGATConv([model.layers[i] for model in models], self.generators) for i in range(len(first.layers))
             )
         self.norms = None
+        self._entries_of = None  # (features tensor, its version, what `_entries` found)
         if first._norms() is not None:
             self.norms = nn.ModuleList(
                 _BATCHED_NORMS[type(norm)]([model._norms()[i] for model in models])
@@ -305,29 +320,48 @@ class SeedBatchedGAT(nn.Module):
         for generator, state in zip(self.generators, states):
             generator.set_state(state)
 
-    def _first_input(self, feat: torch.Tensor) -> RowPruned:
-        """The first layer's input as its rows that can be non-zero (`RowPruned`, values
-        `(S, R, F)`), dropped out in training as `LiteratureGAT` drops out its own: seed
-        s's mask over its own non-zero rows, drawn from its generator as `F.dropout`
-        draws one (with per-seed inputs `(S, N, F)`, R is the union of the seeds' rows)."""
+    def _entries(self, feat: torch.Tensor) -> tuple[RowPruned, torch.Tensor, torch.Tensor]:
+        """`feat`'s rows that can be non-zero (`RowPruned`) and, within them, the positions
+        `(row, column)` of its non-zero entries (of any seed's, for `(S, N, F)`); found
+        once per features tensor while it lives unchanged."""
+        cached = self._entries_of
+        if cached is not None and cached[0]() is feat and cached[1] == feat._version:
+            return cached[2]
         pruned = row_pruned(feat)
-        values = pruned.values if feat.dim() == 3 else pruned.values.expand(self.seeds, -1, -1)
-        if not self.training or self.feat_drop == 0:
-            return pruned._replace(values=values)
-        keep = 1 - self.feat_drop
-        if feat.dim() == 2:
-            noise = torch.stack([
-                torch.empty(values.shape[1:], dtype=feat.dtype, device=feat.device).bernoulli_(keep, generator=generator)
-                for generator in self.generators
-            ])
-        else:
-            noise = torch.zeros_like(values)
+        nonzero = pruned.values != 0
+        rows, columns = torch.nonzero(nonzero.any(dim=0) if feat.dim() == 3 else nonzero, as_tuple=True)
+        found = (pruned, rows, columns)
+        self._entries_of = (weakref.ref(feat), feat._version, found)
+        return found
+
+    def _first_input(self, feat: torch.Tensor) -> NonzeroEntries:
+        """The first layer's input as its non-zero entries (`NonzeroEntries`, values
+        `(S, K)`), dropped out in training as `LiteratureGAT` drops out its own: seed s's
+        mask drawn from its generator over its rows that can be non-zero, as `F.dropout`
+        draws one (`lipnorm.nn.row_pruned`; with per-seed inputs `(S, N, F)`, over seed s's
+        own such rows), and read at the entries. The mask's other values multiply zeros:
+        the product and the projection are taken on the K entries alone (on Cora, about
+        2,500 of the 140 rows' 200,000)."""
+        pruned, rows, columns = self._entries(feat)
+        values = pruned.values[..., rows, columns]  # (K,) or (S, K)
+        if values.dim() == 1:
+            values = values.expand(self.seeds, -1)
+        if self.training and self.feat_drop > 0:
+            keep = 1 - self.feat_drop
+            shape = pruned.values.shape[-2:]
+            masks = []
             for seed, generator in enumerate(self.generators):
-                own = torch.nonzero((values[seed] != 0).any(dim=1)).squeeze(1)
-                noise[seed, own] = torch.empty(
-                    (len(own), values.shape[2]), dtype=feat.dtype, device=feat.device
-                ).bernoulli_(keep, generator=generator)
-        return pruned._replace(values=values * noise.div_(keep))
+                if feat.dim() == 2:
+                    noise = torch.empty(shape, dtype=feat.dtype, device=feat.device).bernoulli_(keep, generator=generator)
+                else:
+                    noise = torch.zeros(shape, dtype=feat.dtype, device=feat.device)
+                    own = torch.nonzero((pruned.values[seed] != 0).any(dim=1)).squeeze(1)
+                    noise[own] = torch.empty(
+                        (len(own), shape[1]), dtype=feat.dtype, device=feat.device
+                    ).bernoulli_(keep, generator=generator)
+                masks.append(noise[rows, columns])
+            values = values * torch.stack(masks).div_(keep)
+        return NonzeroEntries(pruned.rows[rows], columns, values, pruned.num_nodes)
 
     def forward(
         self, graph: dgl.DGLGraph, feat: torch.Tensor, kept: torch.Tensor | None = None, layer_outputs: list | None = None
