@@ -120,6 +120,25 @@ def test_the_seeds_load_their_dataset_once(tmp_path, monkeypatch, recipe):
     assert len(loads) == 1 and [summary["status"] for summary in summaries] == ["ok"] * 3
 
 
+@pytest.mark.parametrize("seed_major", [True, False], ids=["one-norm-per-parameter", "gathered-per-seed"])
+def test_the_gradient_norms_of_seeds_together(tmp_path, monkeypatch, seed_major):
+    """The batched GAT's parameters hold seed s's part as row s: one norm per parameter
+    serves every seed (no per-seed gathers). A network whose parts lie otherwise (here
+    made to look so) gets each seed's parts gathered: the same numbers either way."""
+    from lipnorm.train.hooks import GradientNorms
+
+    gathered = []
+    of = GradientNorms.of
+    monkeypatch.setattr(GradientNorms, "of", lambda self, grads: gathered.append(1) or of(self, grads))
+    if not seed_major:
+        monkeypatch.setattr(seed_group.SeedGroup, "_seed_major_gradients", lambda self: None)
+    config = literature(tmp_path, model="gat-lip-batchnorm", epochs=3)
+    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    assert bool(gathered) is not seed_major
+    for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
+        assert_same_run(tmp_path / "together" / f"s{seed}", alone)
+
+
 def test_an_architecture_without_seeds_together_falls_back(tmp_path, monkeypatch):
     """A plugin's architecture that registers no `seeds_together` (here: GAT's entry
     without it) gets its seeds trained one after another, with its reason logged."""
