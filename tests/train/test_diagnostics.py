@@ -340,3 +340,31 @@ def test_input_errors_name_the_offending_value():
     hetero = dgl.heterograph({("a", "r", "b"): (torch.tensor([0]), torch.tensor([0]))})
     with pytest.raises(ValueError, match="graph must be homogeneous"):
         GraphDiagnostics(hetero)
+
+
+@pytest.mark.parametrize("with_attention", [True, False])
+def test_layer_stats_of_sets_are_each_sets_own(with_attention):
+    """S layers' outputs side by side (seeds trained together): each set's statistics are
+    those of its own output and attention alone, and a NaN set leaves the others alone."""
+    dgl.seed(3)
+    graph = dgl.add_self_loop(dgl.rand_graph(25, 90))
+    torch.manual_seed(0)
+    sets, heads, dim = 3, 2, 4
+    h = torch.randn(graph.num_nodes(), sets * heads, dim)
+    h[:, heads:2 * heads] *= 1e-3  # a set of another scale
+    attention = torch.rand(graph.num_edges(), sets * heads, 1) if with_attention else None
+    h[4, -1] = float("nan")  # the last set's output has a NaN
+    diagnostics = GraphDiagnostics(graph)
+    together = diagnostics.layer_stats_of_sets(h, attention, sets=sets)
+    assert all(values.shape == (sets,) for values in together.values())
+    for s in range(sets):
+        own = slice(s * heads, (s + 1) * heads)
+        alone = diagnostics.layer_stats_tensors(h[:, own], None if attention is None else attention[:, own])
+        assert together.keys() == alone.keys()
+        for name, value in alone.items():
+            if s == sets - 1 and name != "attention_entropy":
+                assert together[name][s].isnan() and value.isnan(), name
+            else:
+                torch.testing.assert_close(together[name][s], value, rtol=1e-12, atol=0, msg=name)
+    with pytest.raises(ValueError, match="h has 24 values per node, not 5 equal sets of them"):
+        diagnostics.layer_stats_of_sets(h, None, sets=5)

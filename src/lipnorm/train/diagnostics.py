@@ -84,13 +84,13 @@ class _GraphTensors:
 
 
 class _Buffers:
-    """Reused block buffers for one (device, dtype, width): rows of the first and second
-    node of each pair (or a block of `h`), and elementwise products."""
+    """Reused block buffers for one (device, dtype, row shape): rows of the first and
+    second node of each pair (or a block of `h`), and elementwise products."""
 
-    def __init__(self, rows: int, width: int, dtype: torch.dtype, device: torch.device):
-        self.first = torch.empty(rows, width, dtype=dtype, device=device)
-        self.second = torch.empty(rows, width, dtype=dtype, device=device)
-        self.product = torch.empty(rows, width, dtype=dtype, device=device)
+    def __init__(self, rows: int, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device):
+        self.first = torch.empty(rows, *shape, dtype=dtype, device=device)
+        self.second = torch.empty(rows, *shape, dtype=dtype, device=device)
+        self.product = torch.empty(rows, *shape, dtype=dtype, device=device)
 
 
 def _block_rows(width: int, device: torch.device) -> int:
@@ -163,18 +163,19 @@ class GraphDiagnostics:
         return self._tensors_by_device[device]
 
     def _buffers_for(self, values: torch.Tensor) -> _Buffers:
-        """The block buffers for rows like those of `values` (2-d)."""
-        width = values.shape[1]
-        key = (values.device, values.dtype, width)
+        """The block buffers for rows like those of `values` (`(rows, S, F)`: S sets side by side)."""
+        key = (values.device, values.dtype, *values.shape[1:])
         if key not in self._buffers:
+            width = values.shape[1] * values.shape[2]
             size = min(_block_rows(width, values.device), max(self.num_nodes, self.num_pairs, self.num_edges))
-            self._buffers[key] = _Buffers(size, width, values.dtype, values.device)
+            self._buffers[key] = _Buffers(size, values.shape[1:], values.dtype, values.device)
         return self._buffers[key]
 
     # --- input checks ------------------------------------------------------------
 
-    def _rows(self, h: torch.Tensor) -> torch.Tensor:
-        """`h` as a detached `(N, F)` float32 or float64 tensor (a view where possible)."""
+    def _rows(self, h: torch.Tensor, sets: int = 1) -> torch.Tensor:
+        """`h` as a detached `(N, sets, F)` float32 or float64 tensor (a view where
+        possible): its trailing dimensions flattened and split into `sets` equal parts."""
         if not isinstance(h, torch.Tensor):
             raise ValueError(f"h must be a torch.Tensor, got {type(h).__name__}")
         if h.dim() == 0:
@@ -183,12 +184,15 @@ class GraphDiagnostics:
             raise ValueError(f"h has {h.shape[0]} rows, the graph has {self.num_nodes} nodes")
         if not h.is_floating_point():
             raise ValueError(f"h must be a floating-point tensor, got dtype {h.dtype}")
-        rows = h.detach().reshape(self.num_nodes, -1)
+        width = h[0].numel()
+        if sets < 1 or width % sets:
+            raise ValueError(f"h has {width} values per node, not {sets} equal sets of them")
+        rows = h.detach().reshape(self.num_nodes, sets, width // sets)
         # Half precision cannot hold the small differences these metrics are about.
         return rows if rows.dtype in (torch.float32, torch.float64) else rows.float()
 
-    def _attention(self, attention: torch.Tensor) -> torch.Tensor:
-        """`attention` as a detached `(E, H)` float32 or float64 tensor."""
+    def _attention(self, attention: torch.Tensor, sets: int = 1) -> torch.Tensor:
+        """`attention` as a detached `(E, sets, H / sets)` float32 or float64 tensor."""
         if not isinstance(attention, torch.Tensor):
             raise ValueError(f"attention must be a torch.Tensor, got {type(attention).__name__}")
         shape = tuple(attention.shape)
@@ -200,13 +204,16 @@ class GraphDiagnostics:
             raise ValueError(f"attention has no heads: shape {shape}")
         if not attention.is_floating_point():
             raise ValueError(f"attention must be a floating-point tensor, got dtype {attention.dtype}")
-        weights = attention.detach().reshape(self.num_edges, shape[1])
+        if shape[1] % sets:
+            raise ValueError(f"attention has {shape[1]} heads, not {sets} equal sets of them")
+        weights = attention.detach().reshape(self.num_edges, sets, shape[1] // sets)
         return weights if weights.dtype in (torch.float32, torch.float64) else weights.float()
 
     # --- the sums behind the metrics ---------------------------------------------
 
     def _node_sums(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`||h_u||` per node and `sum_u ||h_u - mean||^2`, in float64.
+        """`||h_u||` per node and set `(N, S)`, and `sum_u ||h_u - mean||^2` per set `(S,)`,
+        in float64, of `rows` `(N, S, F)`.
 
         The spread is taken around `c`, the mean in the dtype of `h`, where for nearly
         equal rows `h_u - c` is exact, and corrected by the identity
@@ -216,45 +223,45 @@ class GraphDiagnostics:
         """
         buffers = self._buffers_for(rows)
         centre = rows.mean(dim=0)
-        norms = rows.new_empty(self.num_nodes)
-        spreads = rows.new_empty(self.num_nodes)
+        norms = rows.new_empty(rows.shape[:2])
+        spreads = rows.new_empty(rows.shape[:2])
         # N (mean - c), a sum of small exact differences (in the dtype of `h`: it only
         # enters the correction, itself a rounding error's square).
-        offset = rows.new_zeros(rows.shape[1])
+        offset = rows.new_zeros(rows.shape[1:])
         for start, stop in _spans(self.num_nodes, buffers.first.shape[0]):
             block = rows[start:stop]
             # vector_norm is one fused pass (a product then a sum is two).
-            torch.linalg.vector_norm(block, dim=1, out=norms[start:stop])
+            torch.linalg.vector_norm(block, dim=-1, out=norms[start:stop])
             centred = torch.sub(block, centre, out=buffers.first[: stop - start])
-            torch.linalg.vector_norm(centred, dim=1, out=spreads[start:stop])
+            torch.linalg.vector_norm(centred, dim=-1, out=spreads[start:stop])
             offset += centred.sum(dim=0)
         offset = offset.to(torch.float64).div_(self.num_nodes)
         spreads = spreads.to(torch.float64)
-        spread = spreads.dot(spreads) - self.num_nodes * offset.dot(offset)
+        spread = spreads.square().sum(dim=0) - self.num_nodes * offset.square().sum(dim=-1)
         return norms.to(torch.float64), spread
 
     def _pair_sums(self, rows: torch.Tensor, cosine: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per pair u < v: `||h_u - h_v||^2` (float64) and, with `cosine`,
-        `(h_u - h_v) . h_v` (dtype of `h`)."""
+        """Per pair u < v and set: `||h_u - h_v||^2` (float64) and, with `cosine`,
+        `(h_u - h_v) . h_v` (dtype of `h`), `(P, S)` each."""
         tensors = self._tensors(rows.device)
         buffers = self._buffers_for(rows)
-        distances = rows.new_empty(self.num_pairs)
-        steps_along_second = rows.new_empty(self.num_pairs) if cosine else None
+        distances = rows.new_empty(self.num_pairs, rows.shape[1])
+        steps_along_second = rows.new_empty(self.num_pairs, rows.shape[1]) if cosine else None
         for start, stop in _spans(self.num_pairs, buffers.first.shape[0]):
             size = stop - start
             # Gathered into the buffers: the in-place steps never touch h.
             difference = torch.index_select(rows, 0, tensors.pair_first[start:stop], out=buffers.first[:size])
             second = torch.index_select(rows, 0, tensors.pair_second[start:stop], out=buffers.second[:size])
             difference.sub_(second)
-            torch.linalg.vector_norm(difference, dim=1, out=distances[start:stop])
+            torch.linalg.vector_norm(difference, dim=-1, out=distances[start:stop])
             if cosine:
                 product = torch.mul(difference, second, out=buffers.product[:size])
-                torch.sum(product, dim=1, out=steps_along_second[start:stop])
+                torch.sum(product, dim=-1, out=steps_along_second[start:stop])
         return distances.to(torch.float64).square_(), steps_along_second
 
     def _energy(self, squared_distances: torch.Tensor) -> torch.Tensor:
-        """`sum ||h_u - h_v||^2` over the edges u->v with u != v (float64)."""
-        return squared_distances.dot(self._tensors(squared_distances.device).pair_counts)
+        """`sum ||h_u - h_v||^2` over the edges u->v with u != v, per set (float64)."""
+        return self._tensors(squared_distances.device).pair_counts @ squared_distances
 
     def _mean_cosine_distance(
         self, norms: torch.Tensor, squared_distances: torch.Tensor, steps_along_second: torch.Tensor
@@ -282,21 +289,21 @@ class GraphDiagnostics:
         # Pairs with a zero row are left out (their 0/0 above is NaN); `!= 0`, not `> 0`,
         # so that a NaN row gives NaN rather than being left out.
         counted = norm_products != 0
-        counts = tensors.pair_counts * counted
+        counts = tensors.pair_counts.unsqueeze(1) * counted
         # Rounding can take a tiny 1 - cos below 0.
         distances = torch.where(counted, distances.clamp_(min=0), 0.0)
-        return 0.5 * distances.dot(counts) / counts.sum()
+        return 0.5 * (distances * counts).sum(dim=0) / counts.sum(dim=0)
 
     def _entropy(self, weights: torch.Tensor) -> torch.Tensor:
-        """Mean normalised attention entropy (float64; NaN without nodes to average)."""
+        """Mean normalised attention entropy per set of `weights` `(E, S, H)` (float64;
+        NaN without nodes to average)."""
         if not self.num_entropy_nodes:
-            return torch.full((), math.nan, dtype=torch.float64, device=weights.device)
+            return torch.full(weights.shape[1:2], math.nan, dtype=torch.float64, device=weights.device)
         tensors = self._tensors(weights.device)
         buffers = self._buffers_for(weights)
         edges = tensors.entropy_edges
-        num_edges, heads = tensors.entropy_weights.shape[0], weights.shape[1]
-        edge_sums = weights.new_empty(num_edges)
-        ones = weights.new_ones(heads)
+        num_edges, heads = tensors.entropy_weights.shape[0], weights.shape[2]
+        edge_sums = weights.new_empty(num_edges, weights.shape[1])
         tiny = torch.finfo(weights.dtype).tiny
         # Summed over nodes i and heads, sum_j a_ij log a_ij / log d_i is a weighted sum
         # over edges: no per-node reduction needed.
@@ -309,8 +316,8 @@ class GraphDiagnostics:
             # a log a, with log of a clamped to the smallest normal number: 0 log 0 = 0
             # (as torch.special.xlogy, which is 5x slower on CPU).
             plogp = torch.clamp(block, min=tiny, out=buffers.product[:size]).log_().mul_(block)
-            torch.mv(plogp, ones, out=edge_sums[start:stop])  # terms <= 0: no cancellation
-        return -edge_sums.to(torch.float64).dot(tensors.entropy_weights) / (self.num_entropy_nodes * heads)
+            torch.sum(plogp, dim=-1, out=edge_sums[start:stop])  # terms <= 0: no cancellation
+        return -(tensors.entropy_weights @ edge_sums.to(torch.float64)) / (self.num_entropy_nodes * heads)
 
     @staticmethod
     def _rayleigh(energy: torch.Tensor, spread: torch.Tensor) -> torch.Tensor:
@@ -377,8 +384,18 @@ class GraphDiagnostics:
     def layer_stats_tensors(self, h: torch.Tensor, attention: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """`layer_stats` as 0-d float64 tensors on the device of `h`, read by nothing: no
         wait for a GPU, and nothing of `h` or `attention` kept."""
-        rows = self._rows(h)
-        weights = None if attention is None else self._attention(attention)
+        return {name: value[0] for name, value in self.layer_stats_of_sets(h, attention, sets=1).items()}
+
+    @torch.no_grad()
+    def layer_stats_of_sets(
+        self, h: torch.Tensor, attention: torch.Tensor | None = None, sets: int = 1
+    ) -> dict[str, torch.Tensor]:
+        """`layer_stats_tensors` of `sets` layers' outputs side by side, as `(sets,)`
+        float64 tensors: set s's output is `h[:, s*k:(s+1)*k]` (`h` `(N, sets*k, ...)`,
+        e.g. the heads of S seeds trained together), its attention the same share of
+        `attention`'s heads; one pass serves them all."""
+        rows = self._rows(h, sets)
+        weights = None if attention is None else self._attention(attention, sets)
         norms, spread = self._node_sums(rows)
         squared_distances, steps_along_second = self._pair_sums(rows, cosine=True)
         energy = self._energy(squared_distances)
@@ -389,7 +406,7 @@ class GraphDiagnostics:
         }
         if weights is not None:
             stats["attention_entropy"] = self._entropy(weights)
-        stats["output_norm"] = norms.dot(norms).sqrt()
+        stats["output_norm"] = norms.square().sum(dim=0).sqrt()
         return stats
 
 

@@ -302,13 +302,14 @@ class SeedGroup:
         self.model.eval()
         outputs = [] if layer_stats else None
         logits = self.model(self.graph, self.features, layer_outputs=outputs)
-        for seed, job in enumerate(self.jobs):
-            if outputs is None or not self.active[seed]:
-                continue
-            stats = job.trainer.layer_stats
+        if outputs is not None:
+            # Every seed's statistics of a layer in one pass (its heads are a set of them).
+            diagnostics = self.jobs[0].trainer.layer_stats.diagnostics
             for rst, attention in outputs:
-                heads = slice(seed * rst.shape[1] // self.model.seeds, (seed + 1) * rst.shape[1] // self.model.seeds)
-                stats.captured.append(stats.diagnostics.layer_stats_tensors(rst[:, heads], attention[:, heads]))
+                per_seed = diagnostics.layer_stats_of_sets(rst, attention, sets=self.model.seeds)
+                for seed, job in enumerate(self.jobs):
+                    if self.active[seed]:
+                        job.trainer.layer_stats.captured.append({name: value[seed] for name, value in per_seed.items()})
         val_losses = self._per_seed_loss(logits, 1)
         return torch.stack([
             torch.stack([val_losses[seed].double(), *(
