@@ -832,3 +832,25 @@ def test_train_asks_pytorch_for_huge_pages_before_its_first_tensor():
     # Other commands leave PyTorch's allocator as it is, and so does a user's own setting.
     assert not _huge_pages_probe(["plan", "--dataset", "cora"])["aligned"]
     assert not _huge_pages_probe(["train", "--dataset", "cora", "--out", "unused"], env_value="0")["aligned"]
+
+
+def test_the_trainers_adam_steps_as_torchs_default_cpu_adam_bit_for_bit(tmp_path):
+    """The trainer's Adam takes all parameters in one call per step (foreach); on the CPU
+    its steps are those of torch's default, which loops over them, to the last bit (what
+    lets earlier runs' numbers stand)."""
+    config = TrainConfig(dataset="csbm", csbm="nodes=40,classes=3,feature_dim=6,avg_degree=4", recipe="dgn",
+                         depth=3, epochs=1, data_root=str(tmp_path))
+    setup = trainer_module.prepare(config.resolved())
+    trainer = trainer_module.Trainer(setup, lr=0.01, weight_decay=5e-4, protocol="best-val")
+    assert trainer.optimizer.defaults["foreach"] is True
+    params = list(setup.model.parameters())
+    copies = [param.detach().clone().requires_grad_() for param in params]
+    default = torch.optim.Adam(copies, lr=0.01, weight_decay=5e-4, foreach=False)
+    torch.manual_seed(0)
+    for _ in range(5):
+        for param, copy in zip(params, copies):
+            param.grad = torch.randn_like(param)
+            copy.grad = param.grad.clone()
+        trainer.optimizer.step()
+        default.step()
+    assert all(torch.equal(param, copy) for param, copy in zip(params, copies))
