@@ -287,3 +287,26 @@ def test_grouped_linear_gradcheck_and_bad_shapes():
     assert torch.autograd.gradcheck(grouped_linear, (x, weight))
     with pytest.raises(ValueError, match=r"x has shape \(6, 2, 3\) and weight \(3, 4, 3\); expected \(N, S, I\) and \(S, O, I\)"):
         grouped_linear(x, torch.randn(3, 4, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+@pytest.mark.parametrize("batch", [True, False], ids=["batch-statistics", "running-statistics"])
+def test_dgn_kernel_gradcheck(batch, affine):
+    """DGN's grouped BatchNorm sum in the kernel: float64 gradients of the assignment, the
+    features and the affine parameters against finite differences, with the batch's
+    statistics (their gradients too) or given ones."""
+    torch.manual_seed(8)
+    sets, groups, nodes, width = 2, 3, 7, 4
+    a = torch.softmax(torch.randn(sets, groups, nodes, dtype=torch.float64), dim=1).requires_grad_()
+    x = (torch.randn(nodes, sets, width, dtype=torch.float64) * 2 + 1).requires_grad_()
+    weight = torch.randn(sets * groups * width, dtype=torch.float64, requires_grad=True) if affine else None
+    bias = torch.randn(sets * groups * width, dtype=torch.float64, requires_grad=True) if affine else None
+    running = None if batch else (torch.rand(sets * groups * width, dtype=torch.float64),
+                                  torch.rand(sets * groups * width, dtype=torch.float64) + 0.5)
+
+    def terms(*inputs):
+        out, _, _ = fused.grouped_batchnorm_terms(*inputs[:2], *(inputs[2:] if affine else (None, None)), 1e-5, running)
+        return out
+
+    inputs = (a, x, weight, bias) if affine else (a, x)
+    assert torch.autograd.gradcheck(terms, inputs)

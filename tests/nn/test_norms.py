@@ -13,8 +13,10 @@ import dgl
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from lipnorm.nn.norm.batchnorm import BatchNorm
+from lipnorm.nn.norm import dgn
 from lipnorm.nn.norm.dgn import DiffGroupNorm
 
 EPS = 1e-5
@@ -194,14 +196,30 @@ def test_bad_options_raise_value_error_naming_the_value(cls, kwargs, message):
         cls(**kwargs)
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["kernel", "torch"])
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 2e-5)], ids=["f64", "f32"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
-def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix(training, dtype, tolerance):
-    """`grouped_batchnorm_sum` (no (N, G * W) matrix) against BatchNorm1d over that matrix."""
+def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix(
+    training, dtype, tolerance, affine, fused, monkeypatch
+):
+    """`grouped_batchnorm_sum` (no (N, G * W) matrix), in the compiled kernel and by its
+    torch products, against BatchNorm1d over that matrix."""
+    kernel_calls = []
+    terms = dgn.grouped_batchnorm_terms
+    monkeypatch.setattr(
+        dgn, "grouped_batchnorm_terms",
+        lambda *args, **kwargs: kernel_calls.append(1) or terms(*args, **kwargs) if fused else None,
+    )
     torch.manual_seed(3)
     width, num_groups, nodes = 6, 4, 30
     norm = DiffGroupNorm(width, num_groups=num_groups, skip_weight=0.5).to(dtype)
+    if not affine:
+        norm.bn = nn.BatchNorm1d(num_groups * width, affine=False, momentum=0.3).to(dtype)
     randomise_affine(norm)
+    with torch.no_grad():  # running statistics of their own, for the evaluation
+        norm.bn.running_mean.uniform_(-1, 1)
+        norm.bn.running_var.uniform_(0.5, 2)
     reference = copy.deepcopy(norm)
     norm.train(training), reference.train(training)
     x = torch.randn(nodes, width, dtype=dtype, requires_grad=True)
@@ -220,3 +238,4 @@ def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix
         torch.testing.assert_close(a, b, rtol=tolerance, atol=tolerance)
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         torch.testing.assert_close(getattr(norm.bn, name), getattr(reference.bn, name), rtol=tolerance, atol=tolerance)
+    assert bool(kernel_calls) is fused

@@ -43,7 +43,7 @@ import torch
 
 from lipnorm.nn.sparse import per_structure
 
-__all__ = ["gat_attention", "grouped_linear", "kernel_unavailable", "fusable"]
+__all__ = ["gat_attention", "grouped_linear", "grouped_batchnorm_terms", "kernel_unavailable", "fusable"]
 
 _SOURCE = Path(__file__).with_name("gat_attention.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
@@ -108,6 +108,10 @@ def _library() -> ctypes.CDLL | str:
         getattr(library, f"gat_attention_backward_{suffix}").argtypes = head + [pointer] * 6 + [pointer] * 2 + [pointer] * 4
         getattr(library, f"grouped_linear_forward_{suffix}").argtypes = [size] * 4 + [pointer] * 3
         getattr(library, f"grouped_linear_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 5
+        getattr(library, f"dgn_statistics_{suffix}").argtypes = [size] * 4 + [pointer] * 4
+        getattr(library, f"dgn_apply_{suffix}").argtypes = [size] * 4 + [pointer] * 5
+        getattr(library, f"dgn_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 8
+        getattr(library, f"dgn_statistics_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 6
     return library
 
 
@@ -287,3 +291,98 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if x.device.type != "cpu" or x.dtype not in _TYPES or weight.dtype != x.dtype or kernel_unavailable() is not None:
         return torch.einsum("nsi,soi->nso", x, weight)
     return _GroupedLinear.apply(x, weight)
+
+
+class _GroupedBatchNormTerms(torch.autograd.Function):
+    """`lipnorm.nn.norm.dgn.grouped_batchnorm_sum`'s sum in three passes of the kernel
+    over the nodes (statistics, output; one or two backward), its (S, G, W) factors in
+    float64 between them."""
+
+    @staticmethod
+    def forward(ctx, a, x, weight, bias, running_mean, running_var, eps):
+        sets, groups, nodes = a.shape
+        width = x.shape[2]
+        library, suffix = _library(), _TYPES[x.dtype][0]
+        a, x = a.contiguous(), x.contiguous()
+        double = dict(dtype=torch.float64, device=x.device)
+        raw_var = None
+        if running_mean is None:  # batch statistics
+            sums = torch.empty(2, sets, groups, width, **double)
+            getattr(library, f"dgn_statistics_{suffix}")(
+                nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr()
+            )
+            mean = sums[0] / nodes
+            raw_var = sums[1] / nodes - mean.square()
+            var = raw_var.clamp_min(0)
+        else:
+            mean = running_mean.double().view(sets, groups, width)
+            var = running_var.double().view(sets, groups, width)
+        r = torch.rsqrt(var + eps)
+        scale, shift = r, -(mean * r)
+        gamma = None
+        if weight is not None:
+            gamma = weight.double().view(sets, groups, width)
+            scale, shift = gamma * scale, gamma * shift + bias.double().view(sets, groups, width)
+        shift_sum = shift.sum(dim=1).contiguous()
+        scale = scale.contiguous()
+        out = torch.empty_like(x)
+        getattr(library, f"dgn_apply_{suffix}")(
+            nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), scale.data_ptr(), shift_sum.data_ptr(), out.data_ptr()
+        )
+        ctx.save_for_backward(a, x, scale, r, mean, raw_var, gamma)
+        ctx.affine, ctx.dtype = weight is not None, None if weight is None else weight.dtype
+        ctx.mark_non_differentiable(mean, var)
+        return out, mean, var
+
+    @staticmethod
+    def backward(ctx, grad_out, _grad_mean, _grad_var):
+        a, x, scale, r, mean, raw_var, gamma = ctx.saved_tensors
+        sets, groups, nodes = a.shape
+        width = x.shape[2]
+        library, suffix = _library(), _TYPES[x.dtype][0]
+        grad_out = grad_out.contiguous()
+        grad_x, grad_a = torch.empty_like(x), torch.empty_like(a)
+        grad_scale = torch.empty(sets, groups, width, dtype=torch.float64, device=x.device)
+        grad_shift_sum = torch.empty(sets, width, dtype=torch.float64, device=x.device)
+        getattr(library, f"dgn_backward_{suffix}")(
+            nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), scale.data_ptr(), grad_out.data_ptr(),
+            grad_x.data_ptr(), grad_a.data_ptr(), grad_scale.data_ptr(), grad_shift_sum.data_ptr(),
+        )
+        # scale = gamma r, shift = gamma (-(mean r)) + beta (gamma = 1, beta = 0 without affine)
+        grad_shift = grad_shift_sum.unsqueeze(1).expand(sets, groups, width)
+        grad_weight = grad_bias = None
+        if ctx.affine:
+            grad_weight = (grad_scale * r - grad_shift * (mean * r)).reshape(-1).to(ctx.dtype)
+            grad_bias = grad_shift.reshape(-1).to(ctx.dtype)
+            grad_r = gamma * (grad_scale - grad_shift * mean)
+            grad_mean = -(grad_shift * gamma * r)
+        else:
+            grad_r = grad_scale - grad_shift * mean
+            grad_mean = -(grad_shift * r)
+        if raw_var is not None:  # through the batch statistics: mean = sum1 / N, var = sum2 / N - mean^2
+            grad_var = grad_r * (-0.5 * r.pow(3)) * (raw_var >= 0)  # clamp_min(0)'s gradient
+            k1 = ((grad_mean - 2 * mean * grad_var) / nodes).contiguous()
+            k2 = (grad_var / nodes).contiguous()
+            getattr(library, f"dgn_statistics_backward_{suffix}")(
+                nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), k1.data_ptr(), k2.data_ptr(),
+                grad_x.data_ptr(), grad_a.data_ptr(),
+            )
+        return grad_a, grad_x, grad_weight, grad_bias, None, None, None
+
+
+def grouped_batchnorm_terms(
+    assignment: torch.Tensor, h: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+    eps: float, running: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """DGN's ``sum_g BN(assignment[g] h)`` (`lipnorm.nn.norm.dgn.grouped_batchnorm_sum`)
+    in the compiled kernel: `(out (N, S, W), mean, var)`, the statistics `(S, G, W)`
+    float64 (the batch's where `running` is None, else `running` = (mean, var) as given),
+    for its caller's running-statistics update; None where the kernel does not apply
+    (then the caller takes its torch path)."""
+    if (
+        h.device.type != "cpu" or h.dtype not in _TYPES or assignment.dtype != h.dtype
+        or kernel_unavailable() is not None
+    ):
+        return None
+    running_mean, running_var = running if running is not None else (None, None)
+    return _GroupedBatchNormTerms.apply(assignment, h, weight, bias, running_mean, running_var, eps)
