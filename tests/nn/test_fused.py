@@ -259,7 +259,7 @@ def test_the_build_leaves_only_the_library_in_its_cache(tmp_path, monkeypatch):
     try:
         assert kernel_unavailable() is None
         built = sorted(p.name for p in (tmp_path / "cache").iterdir())
-        assert len(built) == 1 and built[0].startswith("gat_attention-") and built[0].endswith(".so")
+        assert len(built) == 1 and built[0].startswith("kernels-") and built[0].endswith(".so")
     finally:
         fused._library.cache_clear()
 

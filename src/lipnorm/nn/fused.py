@@ -1,4 +1,5 @@
-"""GAT attention as one compiled CPU kernel (issue: grids of small runs).
+"""Compiled CPU kernels for grids of small runs (issue: grids of small runs): GAT's
+attention, the seeds' projections and DGN's grouped BatchNorm.
 
 On the literature protocol's networks (1 head x 16 features, Cora-sized graphs) a GAT
 layer does almost no arithmetic: its cost is the dozen graph and element-wise calls
@@ -17,13 +18,15 @@ per head (group) g, with m the attention-dropout multiplier (mask / (1 - p)) and
 the edges a seed's DropEdge kept. The numbers are `GATConv`'s (scores, softmax, sum in
 the same order; float rounding apart: the kernel's exp and dot products are its own, and
 float32's exp is a polynomial within about 1 ulp that gives 0 below -87.3, where libm's
-gives a denormal).
+gives a denormal). `grouped_linear` is the seeds' per-seed projections on node-major
+features, `grouped_batchnorm_terms` DGN's sum of its groups' BatchNorms
+(`lipnorm.nn.norm.dgn.grouped_batchnorm_sum`) in a few passes over the nodes.
 
-The kernel (`gat_attention.c`) is compiled with the machine's C compiler on first use
+The kernels (`kernels.c`) are compiled with the machine's C compiler on first use
 and cached by source and machine (`LIPNORM_KERNEL_CACHE`, default
 ``~/.cache/lipnorm/kernels``); where none can be built, `kernel_unavailable` says why
-and callers take the DGL path. It runs on one thread, on CPU tensors, float32 or
-float64, over a whole homogeneous graph.
+and callers take their torch or DGL path. They run on one thread, on CPU tensors,
+float32 or float64 (GAT's attention over a whole homogeneous graph).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from lipnorm.nn.sparse import per_structure
 
 __all__ = ["gat_attention", "grouped_linear", "grouped_batchnorm_terms", "kernel_unavailable", "fusable"]
 
-_SOURCE = Path(__file__).with_name("gat_attention.c")
+_SOURCE = Path(__file__).with_name("kernels.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
 _TYPES = {torch.float32: ("f", "float", "exp_poly", "sqrtf", ctypes.c_float), torch.float64: ("d", "double", "exp", "sqrt", ctypes.c_double)}
 
@@ -84,12 +87,12 @@ def _library() -> ctypes.CDLL | str:
         return f"the C compiler CC={named!r} was not found" if named else "no C compiler found (set CC or install gcc)"
     source = _source_text()
     key = hashlib.sha256("\0".join([source, " ".join(_FLAGS), compiler, platform.machine(), _cpu_signature()]).encode())
-    target = _cache_dir() / f"gat_attention-{key.hexdigest()[:16]}.so"
+    target = _cache_dir() / f"kernels-{key.hexdigest()[:16]}.so"
     if not target.exists():
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=target.parent) as work:
-                c_file = Path(work) / "gat_attention.c"
+                c_file = Path(work) / "kernels.c"
                 c_file.write_text(source)
                 built = Path(work) / target.name
                 result = subprocess.run(

@@ -1,9 +1,11 @@
-/* GAT attention in one pass per destination node: scores, LipschitzNorm, LeakyReLU,
- * edge softmax, attention dropout and the weighted neighbour sum, forward and backward.
+/* lipnorm's compiled CPU kernels (lipnorm.nn.fused documents their contracts): GAT's
+ * attention in one pass per destination node (scores, LipschitzNorm, LeakyReLU, edge
+ * softmax, attention dropout and the weighted neighbour sum, forward and backward), the
+ * seeds' per-seed projections, and DGN's sum of its groups' BatchNorms.
  *
- * Compiled on first use by lipnorm.nn.fused (which documents the contract), once for
- * float and once for double: REAL, SFX, EXP and SQRT are replaced there. Single-threaded: the grids
- * it serves run one thread per job.
+ * Compiled on first use by lipnorm.nn.fused, once for float and once for double: REAL,
+ * SFX, EXP and SQRT are replaced there. Single-threaded: the grids they serve run one
+ * thread per job.
  *
  * Layouts: a graph of N nodes and E edges as its in-edge (CSC) index: indptr (N + 1),
  * src (E), eid (E), the edges of destination i at positions indptr[i] .. indptr[i+1].
