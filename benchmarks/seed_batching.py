@@ -12,7 +12,9 @@ network (`--recipe dgn`: Cora, 1 x 16, 100 % missing features) cost per seed
   what `lipnorm train --seeds` trained before the kernel) or by the kernel ("together",
   what it trains now),
 
-and what LipschitzNorm adds on each (GAT-Lip / GAT)? With `--dropedge RATE`, each seed's
+and what LipschitzNorm adds on each (GAT-Lip / GAT)? With `--norm dgn`, DGN's grouped
+BatchNorm is its torch form on the paths before ("dense", "together-dgl") and the
+compiled kernel on the others. With `--dropedge RATE`, each seed's
 training step sees its own DropEdge graph: a new subgraph per seed and epoch on the
 separate paths, a per-seed edge mask over the one graph together. An epoch is what a run does: a
 training step (forward, loss, backward, Adam) and an evaluation forward. The paths
@@ -38,6 +40,7 @@ from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seeds import SeedBatchedGAT
+from lipnorm.nn.norm import dgn
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 
@@ -130,6 +133,19 @@ def main() -> None:
                 batched(graph, features)
         return epoch
 
+    def without_kernels(epoch):
+        """`epoch` with DGN's grouped BatchNorm in its torch form, as before the kernels
+        (the attention's path is each model's `fused` flag)."""
+
+        def run() -> None:
+            kernel = dgn.grouped_batchnorm_terms
+            dgn.grouped_batchnorm_terms = lambda *args, **kwargs: None
+            try:
+                epoch()
+            finally:
+                dgn.grouped_batchnorm_terms = kernel
+        return run
+
     paths = {}
     for attention_norm in ("none", "lip"):
         lean = models(attention_norm)
@@ -140,14 +156,15 @@ def main() -> None:
             for layer in copy.layers:
                 layer.fused = False
             dense.append(copy)
-        paths["dense", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in dense])
+        paths["dense", attention_norm] = without_kernels(separate_epoch([(m, adam(m.parameters())) for m in dense]))
         paths["lean", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in lean])
         for path, fused in (("together-dgl", False), ("together", True)):
             batched = SeedBatchedGAT(models(attention_norm))
             batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(args.seeds)])
             for layer in batched.layers:
                 layer.fused = fused
-            paths[path, attention_norm] = together_epoch(batched, adam(batched.parameters()))
+            epoch = together_epoch(batched, adam(batched.parameters()))
+            paths[path, attention_norm] = epoch if fused else without_kernels(epoch)
 
     def timed(epoch) -> float:
         start = time.perf_counter()
