@@ -97,9 +97,7 @@ def group_assignment(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) 
     return F.softmax(torch.baddbmm(bias.unsqueeze(2), weight, h.permute(1, 2, 0)), dim=1)
 
 
-def grouped_batchnorm_sum(
-    assignment: torch.Tensor, h: torch.Tensor, bn: nn.BatchNorm1d, fused: bool = True
-) -> torch.Tensor:
+def grouped_batchnorm_sum(assignment: torch.Tensor, h: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
     """``sum_g BN(assignment[g] h)``, group g's columns of `bn`, for S sets side by side.
 
     `assignment` `(S, G, N)` (each node's weights over the G groups, group-major), `h`
@@ -114,25 +112,25 @@ def grouped_batchnorm_sum(
     shortcut's terms can cancel (a column of near-constant features), float32 BatchNorm's
     own rounding is what is left.
 
-    With `fused` (the default), the sums run in the compiled kernel of `lipnorm.nn.fused`
-    where it applies (CPU, float32/float64): the same numbers to float rounding in three
+    The sums run in the compiled kernel of `lipnorm.nn.fused` where it applies (CPU,
+    float32/float64, a C compiler found): the same numbers to float rounding in three
     passes over the nodes, where the products below take two dozen calls each way.
     """
     sets, groups, nodes = assignment.shape
     width = h.shape[2]
     batch = bn.training or not bn.track_running_stats
-    kernel = fused and grouped_batchnorm_terms(
+    kernel = grouped_batchnorm_terms(
         assignment, h, bn.weight if bn.affine else None, bn.bias if bn.affine else None, bn.eps,
         None if batch else (bn.running_mean, bn.running_var),
     )
-    if kernel:
+    if kernel is not None:
         out, mean, var = kernel
         if bn.training and bn.track_running_stats:
             _update_running_stats(bn, mean, var, nodes)
         return out
     double = dict(dtype=torch.float64, memory_format=torch.contiguous_format)
     a, x = assignment.to(**double), h.transpose(0, 1).to(**double)  # (S, G, N), (S, N, W)
-    if bn.training or not bn.track_running_stats:
+    if batch:
         mean = torch.bmm(a, x) / nodes  # (S, G, W)
         var = (torch.bmm(a.square(), x.square()) / nodes - mean.square()).clamp_min(0)
         if bn.training and bn.track_running_stats:
