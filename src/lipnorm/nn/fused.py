@@ -50,15 +50,19 @@ __all__ = ["gat_attention", "grouped_linear", "grouped_batchnorm_terms", "kernel
 
 _SOURCE = Path(__file__).with_name("kernels.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
-_TYPES = {torch.float32: ("f", "float", "exp_poly", "sqrtf", ctypes.c_float), torch.float64: ("d", "double", "exp", "sqrt", ctypes.c_double)}
+_TYPES = {
+    torch.float32: ("f", "float", "exp_poly", "sqrtf", "fmaf", ctypes.c_float),
+    torch.float64: ("d", "double", "exp", "sqrt", "fma", ctypes.c_double),
+}
 
 
 def _source_text() -> str:
     template = _SOURCE.read_text()
     parts = []
-    for suffix, real, exp, sqrt, _ in _TYPES.values():
+    for suffix, real, exp, sqrt, fma, _ in _TYPES.values():
         parts.append(
             template.replace("SFX", suffix).replace("REAL", real).replace("EXP(", f"{exp}(").replace("SQRT(", f"{sqrt}(")
+            .replace("FMA(", f"{fma}(")
         )
     return "\n".join(parts)
 
@@ -105,7 +109,7 @@ def _library() -> ctypes.CDLL | str:
             return f"cannot build the kernel in {target.parent}: {error}"
     library = ctypes.CDLL(str(target))
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    for suffix, _, _, _, real in _TYPES.values():
+    for suffix, *_, real in _TYPES.values():
         head = [size] * 4 + [pointer] * 3 + [pointer] * 3 + [pointer] * 2 + [ctypes.c_int, real, real, real]
         getattr(library, f"gat_attention_forward_{suffix}").argtypes = head + [pointer] * 8
         getattr(library, f"gat_attention_backward_{suffix}").argtypes = head + [pointer] * 6 + [pointer] * 2 + [pointer] * 4
@@ -153,7 +157,7 @@ class _GATAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, ft, attn_l, attn_r, in_edges, kept, drop, heads_per_seed, lip, alpha, eps, slope, get_attention):
         nodes, groups, dim = ft.shape
-        suffix, real = _TYPES[ft.dtype][0], _TYPES[ft.dtype][4]
+        suffix, real = _TYPES[ft.dtype][0], _TYPES[ft.dtype][-1]
         ft, attn_l, attn_r = ft.contiguous(), attn_l.contiguous(), attn_r.contiguous()
         structure, ctx.widest = in_edges
         # Kept for the backward, group-major (the kernel walks one group at a time).
