@@ -22,6 +22,10 @@ alternate round by round in one process, so that a change of the machine's load 
 on all of them; each is timed on S seeds (the separate ones one after another).
 
     python benchmarks/seed_batching.py --depth 10 --seeds 5 --rounds 8 --mirror ../shared/datasets
+
+With `--lanes 1,5,10,20`, only the seeds-together path is timed, for each of those
+numbers of seeds in one network: what would more runs in one network (e.g. GAT and
+GAT-Lip side by side) save per run?
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from lipnorm.nn.models.seeds import SeedBatchedGAT
 from lipnorm.nn.norm import dgn
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
+from lipnorm.train.tuning import retain_freed_memory
 
 
 class DenseInputGAT(LiteratureGAT):
@@ -70,8 +75,10 @@ def main() -> None:
     parser.add_argument("--dropedge", type=float, default=0.0, help="DropEdge rate of every path (default 0: off)")
     parser.add_argument("--data-root", default="resources/datasets")
     parser.add_argument("--mirror", default=None)
+    parser.add_argument("--lanes", default=None, help="e.g. 1,5,10,20: time S seeds together for each S instead")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    retain_freed_memory(map_large_tensors=False)  # as `lipnorm train` (docs/performance.md, page faults)
     dataset = data.load_dataset(args.dataset, root=args.data_root, mirror=args.mirror)
     mask = data.missing_features_mask(dataset.train_mask.numpy(), 100.0, 0)
     features = data.apply_missing_features(dataset.features, mask)
@@ -80,7 +87,7 @@ def main() -> None:
     train_labels = labels[train_rows]
     settings = recipe_defaults("dgn", args.depth, args.dataset, 100.0)
 
-    def models(attention_norm: str) -> list[LiteratureGAT]:
+    def models(attention_norm: str, seeds: int | None = None) -> list[LiteratureGAT]:
         cfg = ModelConfig(
             model="gat", in_feats=features.shape[1], num_classes=dataset.num_classes, depth=args.depth,
             heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
@@ -88,7 +95,7 @@ def main() -> None:
             dgn_skip_weight=settings["dgn_skip_weight"], recipe="dgn", norm=args.norm, attention_norm=attention_norm,
         )
         built = []
-        for seed in range(args.seeds):
+        for seed in range(seeds or args.seeds):
             torch.manual_seed(seed)
             built.append(build_model(cfg))
         return built
@@ -122,7 +129,7 @@ def main() -> None:
             optimiser.zero_grad()
             kept = None
             if drops:
-                kept = torch.zeros(graph.num_edges(), args.seeds, dtype=torch.bool)
+                kept = torch.zeros(graph.num_edges(), batched.seeds, dtype=torch.bool)
                 for seed, drop in enumerate(drops):
                     kept[drop.kept_edges(graph), seed] = True
             logits = batched(graph, features, kept)
@@ -146,6 +153,9 @@ def main() -> None:
                 dgn.grouped_batchnorm_terms = kernel
         return run
 
+    if args.lanes:
+        lanes(args, models, together_epoch, adam)
+        return
     paths = {}
     for attention_norm in ("none", "lip"):
         lean = models(attention_norm)
@@ -166,24 +176,8 @@ def main() -> None:
             epoch = together_epoch(batched, adam(batched.parameters()))
             paths[path, attention_norm] = epoch if fused else without_kernels(epoch)
 
-    def timed(epoch) -> float:
-        start = time.perf_counter()
-        for _ in range(args.epochs):
-            epoch()
-        return 1000 * (time.perf_counter() - start) / args.epochs / args.seeds
-
-    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} norm {args.norm}, "
-          f"depth {args.depth}, 1 x 16, 100 % missing features, DropEdge {args.dropedge}, S = {args.seeds} seeds, "
-          f"{args.epochs} epochs a round")
-    for epoch in paths.values():
-        epoch()  # warm-up
-    times = {key: [] for key in paths}
-    for round_ in range(1, args.rounds + 1):
-        for key, epoch in paths.items():
-            times[key].append(timed(epoch))
-        print(f"round {round_}: " + ", ".join(f"{path}/{norm} {times[path, norm][-1]:.1f}" for path, norm in paths),
-              flush=True)
+    print_header(args, f"DropEdge {args.dropedge}, S = {args.seeds} seeds")
+    times = timed_rounds(args, paths, lambda key: args.seeds)
     print("ms per seed-epoch, median of rounds (range of the per-round ratio):")
     for norm in ("none", "lip"):
         dense = times["dense", norm]
@@ -195,6 +189,52 @@ def main() -> None:
         ratios = [lip / plain for lip, plain in zip(times[path, "lip"], times[path, "none"])]
         print(f"  LipschitzNorm overhead, {path}: GAT-Lip / GAT {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f})")
+
+
+def print_header(args, what: str) -> None:
+    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} norm {args.norm}, "
+          f"depth {args.depth}, 1 x 16, 100 % missing features, {what}, {args.epochs} epochs a round")
+
+
+def timed_rounds(args, paths: dict, seeds_of) -> dict:
+    """ms per seed-epoch of each path (`seeds_of(key)` seeds), round by round, the paths in
+    turn within a round so that a change of the machine's load falls on all of them."""
+    for epoch in paths.values():
+        epoch()  # warm-up
+    times = {key: [] for key in paths}
+    for round_ in range(1, args.rounds + 1):
+        for key, epoch in paths.items():
+            start = time.perf_counter()
+            for _ in range(args.epochs):
+                epoch()
+            times[key].append(1000 * (time.perf_counter() - start) / args.epochs / seeds_of(key))
+        print(f"round {round_}: " + ", ".join(f"{'/'.join(map(str, key))} {times[key][-1]:.1f}" for key in paths),
+              flush=True)
+    return times
+
+
+def lanes(args, models, together_epoch, adam) -> None:
+    """`--lanes`: ms per seed-epoch with S seeds as one network, for each S asked for."""
+    counts = [int(count) for count in args.lanes.split(",")]
+    if args.dropedge:
+        raise SystemExit("--lanes times the seeds without DropEdge (its masks are drawn for --seeds seeds)")
+    paths = {}
+    for attention_norm in ("none", "lip"):
+        for count in counts:
+            batched = SeedBatchedGAT(models(attention_norm, count))
+            batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(count)])
+            paths[attention_norm, count] = together_epoch(batched, adam(batched.parameters()))
+    print_header(args, f"seeds together: {counts}")
+    times = timed_rounds(args, paths, lambda key: key[1])
+    print(f"ms per seed-epoch, median of rounds; speed-up over {counts[0]} together (range of the per-round ratio):")
+    for attention_norm in ("none", "lip"):
+        first = times[attention_norm, counts[0]]
+        for count in counts:
+            ratios = [a / b for a, b in zip(first, times[attention_norm, count])]
+            print(f"  {'GAT' if attention_norm == 'none' else 'GAT-Lip':8} {count:3} together "
+                  f"{statistics.median(times[attention_norm, count]):6.1f} ms  speed-up {statistics.median(ratios):.2f} "
+                  f"({min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":
