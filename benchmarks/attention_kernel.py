@@ -44,16 +44,7 @@ def library_of(revision: str, work: Path):
         raise SystemExit(f"cannot read kernels.c at {revision!r}: {source.stderr.strip()}")
     path = work / "kernels.c"
     path.write_text(source.stdout)
-    own_source, own_cache = fused._SOURCE, os.environ.get("LIPNORM_KERNEL_CACHE")
-    fused._SOURCE, os.environ["LIPNORM_KERNEL_CACHE"] = path, str(work / "cache")
-    try:
-        library = fused._library.__wrapped__()
-    finally:
-        fused._SOURCE = own_source
-        if own_cache is None:
-            del os.environ["LIPNORM_KERNEL_CACHE"]
-        else:
-            os.environ["LIPNORM_KERNEL_CACHE"] = own_cache
+    library = fused._build(path, work / "cache")
     if isinstance(library, str):
         raise SystemExit(f"cannot build kernels.c of {revision}: {library}")
     return library

@@ -56,8 +56,8 @@ _TYPES = {
 }
 
 
-def _source_text() -> str:
-    template = _SOURCE.read_text()
+def _source_text(template: str) -> str:
+    """`kernels.c`'s template once per type of `_TYPES`, its placeholders replaced."""
     parts = []
     for suffix, real, exp, sqrt, fma, _ in _TYPES.values():
         parts.append(
@@ -85,13 +85,20 @@ def _cache_dir() -> Path:
 @functools.lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL | str:
     """The compiled kernel, or why there is none (a sentence)."""
+    return _build(_SOURCE, _cache_dir())
+
+
+def _build(template: Path, cache: Path) -> ctypes.CDLL | str:
+    """The kernels compiled from the C template `template` (`kernels.c`, or another
+    revision of it: benchmarks/attention_kernel.py) and cached in `cache` by source and
+    machine, or why there are none (a sentence)."""
     named = os.environ.get("CC")
     compiler = shutil.which(named) if named else shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return f"the C compiler CC={named!r} was not found" if named else "no C compiler found (set CC or install gcc)"
-    source = _source_text()
+    source = _source_text(template.read_text())
     key = hashlib.sha256("\0".join([source, " ".join(_FLAGS), compiler, platform.machine(), _cpu_signature()]).encode())
-    target = _cache_dir() / f"kernels-{key.hexdigest()[:16]}.so"
+    target = cache / f"kernels-{key.hexdigest()[:16]}.so"
     if not target.exists():
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
