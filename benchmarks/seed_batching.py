@@ -75,8 +75,11 @@ def main() -> None:
     parser.add_argument("--dropedge", type=float, default=0.0, help="DropEdge rate of every path (default 0: off)")
     parser.add_argument("--data-root", default="resources/datasets")
     parser.add_argument("--mirror", default=None)
-    parser.add_argument("--lanes", default=None, help="e.g. 1,5,10,20: time S seeds together for each S instead")
+    parser.add_argument("--lanes", type=seed_counts, default=None,
+                        help="e.g. 1,5,10,20: time S seeds together for each S instead")
     args = parser.parse_args()
+    if args.lanes and args.dropedge:
+        parser.error("--lanes times the seeds without DropEdge (its masks are drawn for --seeds seeds)")
     torch.set_num_threads(1)
     retain_freed_memory(map_large_tensors=False)  # as `lipnorm train` (docs/performance.md, page faults)
     dataset = data.load_dataset(args.dataset, root=args.data_root, mirror=args.mirror)
@@ -102,6 +105,12 @@ def main() -> None:
 
     def adam(parameters):
         return torch.optim.Adam(parameters, lr=settings["lr"], weight_decay=settings["weight_decay"])
+
+    def together(attention_norm: str, seeds: int) -> SeedBatchedGAT:
+        """`seeds` seeds as one network, seed s's stream seeded with s."""
+        batched = SeedBatchedGAT(models(attention_norm, seeds))
+        batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(seeds)])
+        return batched
 
     def dropedges():
         return [DropEdge(args.dropedge, seed) for seed in range(args.seeds)] if args.dropedge else None
@@ -154,7 +163,7 @@ def main() -> None:
         return run
 
     if args.lanes:
-        lanes(args, models, together_epoch, adam)
+        lanes(args, together, together_epoch, adam)
         return
     paths = {}
     for attention_norm in ("none", "lip"):
@@ -169,8 +178,7 @@ def main() -> None:
         paths["dense", attention_norm] = without_kernels(separate_epoch([(m, adam(m.parameters())) for m in dense]))
         paths["lean", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in lean])
         for path, fused in (("together-dgl", False), ("together", True)):
-            batched = SeedBatchedGAT(models(attention_norm))
-            batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(args.seeds)])
+            batched = together(attention_norm, args.seeds)
             for layer in batched.layers:
                 layer.fused = fused
             epoch = together_epoch(batched, adam(batched.parameters()))
@@ -189,6 +197,17 @@ def main() -> None:
         ratios = [lip / plain for lip, plain in zip(times[path, "lip"], times[path, "none"])]
         print(f"  LipschitzNorm overhead, {path}: GAT-Lip / GAT {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f})")
+
+
+def seed_counts(text: str) -> list[int]:
+    """`--lanes`: numbers of seeds, comma-separated, each at least 1."""
+    try:
+        counts = [int(count) for count in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of seed counts >= 1 (e.g. 1,5,10)")
+    return counts
 
 
 def print_header(args, what: str) -> None:
@@ -214,16 +233,13 @@ def timed_rounds(args, paths: dict, seeds_of) -> dict:
     return times
 
 
-def lanes(args, models, together_epoch, adam) -> None:
+def lanes(args, together, together_epoch, adam) -> None:
     """`--lanes`: ms per seed-epoch with S seeds as one network, for each S asked for."""
-    counts = [int(count) for count in args.lanes.split(",")]
-    if args.dropedge:
-        raise SystemExit("--lanes times the seeds without DropEdge (its masks are drawn for --seeds seeds)")
+    counts = args.lanes
     paths = {}
     for attention_norm in ("none", "lip"):
         for count in counts:
-            batched = SeedBatchedGAT(models(attention_norm, count))
-            batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(count)])
+            batched = together(attention_norm, count)
             paths[attention_norm, count] = together_epoch(batched, adam(batched.parameters()))
     print_header(args, f"seeds together: {counts}")
     times = timed_rounds(args, paths, lambda key: key[1])
