@@ -154,12 +154,12 @@ def main() -> None:
         (the attention's path is each model's `fused` flag)."""
 
         def run() -> None:
-            kernel = dgn.grouped_batchnorm_terms
-            dgn.grouped_batchnorm_terms = lambda *args, **kwargs: None
+            kernel = dgn.dgn_output_kernel
+            dgn.dgn_output_kernel = lambda *args, **kwargs: None
             try:
                 epoch()
             finally:
-                dgn.grouped_batchnorm_terms = kernel
+                dgn.dgn_output_kernel = kernel
         return run
 
     if args.lanes:

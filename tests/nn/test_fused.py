@@ -289,14 +289,15 @@ def test_grouped_linear_gradcheck_and_bad_shapes():
         grouped_linear(x, torch.randn(3, 4, 3, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("width", [4, 16])  # 16, the grids' width, is compiled apart
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
 @pytest.mark.parametrize("batch", [True, False], ids=["batch-statistics", "running-statistics"])
-def test_dgn_kernel_gradcheck(batch, affine):
-    """DGN's grouped BatchNorm sum in the kernel: float64 gradients of the assignment, the
-    features and the affine parameters against finite differences, with the batch's
-    statistics (their gradients too) or given ones."""
+def test_dgn_kernel_gradcheck(batch, affine, width):
+    """DGN's output (the input plus its groups' BatchNorms, weighted) in the kernel:
+    float64 gradients of the assignment, the features and the affine parameters against
+    finite differences, with the batch's statistics (their gradients too) or given ones."""
     torch.manual_seed(8)
-    sets, groups, nodes, width = 2, 3, 7, 4
+    sets, groups, nodes = 2, 3, 7
     a = torch.softmax(torch.randn(sets, groups, nodes, dtype=torch.float64), dim=1).requires_grad_()
     x = (torch.randn(nodes, sets, width, dtype=torch.float64) * 2 + 1).requires_grad_()
     weight = torch.randn(sets * groups * width, dtype=torch.float64, requires_grad=True) if affine else None
@@ -305,7 +306,8 @@ def test_dgn_kernel_gradcheck(batch, affine):
                                   torch.rand(sets * groups * width, dtype=torch.float64) + 0.5)
 
     def terms(*inputs):
-        out, _, _ = fused.grouped_batchnorm_terms(*inputs[:2], *(inputs[2:] if affine else (None, None)), 1e-5, running)
+        affine_inputs = inputs[2:] if affine else (None, None)
+        out, _, _ = fused.dgn_output_kernel(*inputs[:2], *affine_inputs, 1e-5, 0.7, running)
         return out
 
     inputs = (a, x, weight, bias) if affine else (a, x)

@@ -203,12 +203,12 @@ def test_bad_options_raise_value_error_naming_the_value(cls, kwargs, message):
 def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix(
     training, dtype, tolerance, affine, fused, monkeypatch
 ):
-    """`grouped_batchnorm_sum` (no (N, G * W) matrix), in the compiled kernel and by its
+    """`dgn_output` (no (N, G * W) matrix), in the compiled kernel and by its
     torch products, against BatchNorm1d over that matrix."""
     kernel_calls = []
-    terms = dgn.grouped_batchnorm_terms
+    terms = dgn.dgn_output_kernel
     monkeypatch.setattr(
-        dgn, "grouped_batchnorm_terms",
+        dgn, "dgn_output_kernel",
         lambda *args, **kwargs: kernel_calls.append(1) or terms(*args, **kwargs) if fused else None,
     )
     torch.manual_seed(3)

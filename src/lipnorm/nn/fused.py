@@ -19,8 +19,8 @@ the edges a seed's DropEdge kept. The numbers are `GATConv`'s (scores, softmax, 
 the same order; float rounding apart: the kernel's exp and dot products are its own, and
 float32's exp is a polynomial within about 1 ulp that gives 0 below -87.3, where libm's
 gives a denormal). `grouped_linear` is the seeds' per-seed projections on node-major
-features, `grouped_batchnorm_terms` DGN's sum of its groups' BatchNorms
-(`lipnorm.nn.norm.dgn.grouped_batchnorm_sum`) in a few passes over the nodes.
+features, `dgn_output_kernel` DGN's output, its input plus the weighted sum of its
+groups' BatchNorms (`lipnorm.nn.norm.dgn.dgn_output`), in a few passes over the nodes.
 
 The kernels (`kernels.c`) are compiled with the machine's C compiler on first use
 and cached by source and machine (`LIPNORM_KERNEL_CACHE`, default
@@ -46,7 +46,7 @@ import torch
 
 from lipnorm.nn.sparse import per_structure
 
-__all__ = ["gat_attention", "grouped_linear", "grouped_batchnorm_terms", "kernel_unavailable", "fusable"]
+__all__ = ["gat_attention", "grouped_linear", "dgn_output_kernel", "kernel_unavailable", "fusable"]
 
 _SOURCE = Path(__file__).with_name("kernels.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
@@ -122,10 +122,9 @@ def _build(template: Path, cache: Path) -> ctypes.CDLL | str:
         getattr(library, f"gat_attention_backward_{suffix}").argtypes = head + [pointer] * 6 + [pointer] * 2 + [pointer] * 4
         getattr(library, f"grouped_linear_forward_{suffix}").argtypes = [size] * 4 + [pointer] * 3
         getattr(library, f"grouped_linear_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 5
-        getattr(library, f"dgn_statistics_{suffix}").argtypes = [size] * 4 + [pointer] * 4
+        getattr(library, f"dgn_sums_{suffix}").argtypes = [size] * 4 + [pointer] * 5
         getattr(library, f"dgn_apply_{suffix}").argtypes = [size] * 4 + [pointer] * 5
         getattr(library, f"dgn_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 8
-        getattr(library, f"dgn_statistics_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 6
     return library
 
 
@@ -307,13 +306,14 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return _GroupedLinear.apply(x, weight)
 
 
-class _GroupedBatchNormTerms(torch.autograd.Function):
-    """`lipnorm.nn.norm.dgn.grouped_batchnorm_sum`'s sum in three passes of the kernel
-    over the nodes (statistics, output; one or two backward), its (S, G, W) factors in
-    float64 between them."""
+class _DGNOutput(torch.autograd.Function):
+    """`lipnorm.nn.norm.dgn.dgn_output` in the kernel: a pass over the nodes for the
+    statistics (training), one for the output, two for the backward (the sums over the
+    nodes, then the inputs' gradients), the (S, G, W) factors in float64 between them,
+    lambda folded into them."""
 
     @staticmethod
-    def forward(ctx, a, x, weight, bias, running_mean, running_var, eps):
+    def forward(ctx, a, x, weight, bias, running_mean, running_var, eps, skip_weight):
         sets, groups, nodes = a.shape
         width = x.shape[2]
         library, suffix = _library(), _TYPES[x.dtype][0]
@@ -322,8 +322,8 @@ class _GroupedBatchNormTerms(torch.autograd.Function):
         raw_var = None
         if running_mean is None:  # batch statistics
             sums = torch.empty(2, sets, groups, width, **double)
-            getattr(library, f"dgn_statistics_{suffix}")(
-                nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr()
+            getattr(library, f"dgn_sums_{suffix}")(
+                nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), None, sums[0].data_ptr(), sums[1].data_ptr()
             )
             mean = sums[0] / nodes
             raw_var = sums[1] / nodes - mean.square()
@@ -337,14 +337,15 @@ class _GroupedBatchNormTerms(torch.autograd.Function):
         if weight is not None:
             gamma = weight.double().view(sets, groups, width)
             scale, shift = gamma * scale, gamma * shift + bias.double().view(sets, groups, width)
-        shift_sum = shift.sum(dim=1).contiguous()
-        scale = scale.contiguous()
+        # x + lambda (x sum_g a_g scale_g + sum_g shift_g) = x (1 + sum_g a_g lambda scale_g) + lambda sum_g shift_g
+        scale = (skip_weight * scale).contiguous()
+        shift_sum = (skip_weight * shift.sum(dim=1)).contiguous()
         out = torch.empty_like(x)
         getattr(library, f"dgn_apply_{suffix}")(
             nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), scale.data_ptr(), shift_sum.data_ptr(), out.data_ptr()
         )
         ctx.save_for_backward(a, x, scale, r, mean, raw_var, gamma)
-        ctx.affine, ctx.dtype = weight is not None, None if weight is None else weight.dtype
+        ctx.affine, ctx.dtype, ctx.skip_weight = weight is not None, None if weight is None else weight.dtype, skip_weight
         ctx.mark_non_differentiable(mean, var)
         return out, mean, var
 
@@ -355,15 +356,14 @@ class _GroupedBatchNormTerms(torch.autograd.Function):
         width = x.shape[2]
         library, suffix = _library(), _TYPES[x.dtype][0]
         grad_out = grad_out.contiguous()
-        grad_x, grad_a = torch.empty_like(x), torch.empty_like(a)
-        grad_scale = torch.empty(sets, groups, width, dtype=torch.float64, device=x.device)
-        grad_shift_sum = torch.empty(sets, width, dtype=torch.float64, device=x.device)
-        getattr(library, f"dgn_backward_{suffix}")(
-            nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), scale.data_ptr(), grad_out.data_ptr(),
-            grad_x.data_ptr(), grad_a.data_ptr(), grad_scale.data_ptr(), grad_shift_sum.data_ptr(),
+        sums = torch.empty(2, sets, groups, width, dtype=torch.float64, device=x.device)
+        getattr(library, f"dgn_sums_{suffix}")(
+            nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), grad_out.data_ptr(), sums[0].data_ptr(), sums[1].data_ptr()
         )
-        # scale = gamma r, shift = gamma (-(mean r)) + beta (gamma = 1, beta = 0 without affine)
-        grad_shift = grad_shift_sum.unsqueeze(1).expand(sets, groups, width)
+        # Of the factors before lambda: scale = gamma r, shift = gamma (-(mean r)) + beta
+        # (gamma = 1, beta = 0 without affine), each group's shift summed into the output.
+        grad_scale = ctx.skip_weight * sums[0]
+        grad_shift = ctx.skip_weight * sums[1, :, :1].expand(sets, groups, width)
         grad_weight = grad_bias = None
         if ctx.affine:
             grad_weight = (grad_scale * r - grad_shift * (mean * r)).reshape(-1).to(ctx.dtype)
@@ -373,22 +373,25 @@ class _GroupedBatchNormTerms(torch.autograd.Function):
         else:
             grad_r = grad_scale - grad_shift * mean
             grad_mean = -(grad_shift * r)
+        k1 = k2 = None
         if raw_var is not None:  # through the batch statistics: mean = sum1 / N, var = sum2 / N - mean^2
             grad_var = grad_r * (-0.5 * r.pow(3)) * (raw_var >= 0)  # clamp_min(0)'s gradient
             k1 = ((grad_mean - 2 * mean * grad_var) / nodes).contiguous()
             k2 = (grad_var / nodes).contiguous()
-            getattr(library, f"dgn_statistics_backward_{suffix}")(
-                nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), k1.data_ptr(), k2.data_ptr(),
-                grad_x.data_ptr(), grad_a.data_ptr(),
-            )
-        return grad_a, grad_x, grad_weight, grad_bias, None, None, None
+        grad_x, grad_a = torch.empty_like(x), torch.empty_like(a)
+        getattr(library, f"dgn_backward_{suffix}")(
+            nodes, sets, groups, width, a.data_ptr(), x.data_ptr(), scale.data_ptr(), grad_out.data_ptr(),
+            None if k1 is None else k1.data_ptr(), None if k2 is None else k2.data_ptr(),
+            grad_x.data_ptr(), grad_a.data_ptr(),
+        )
+        return grad_a, grad_x, grad_weight, grad_bias, None, None, None, None
 
 
-def grouped_batchnorm_terms(
+def dgn_output_kernel(
     assignment: torch.Tensor, h: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-    eps: float, running: tuple[torch.Tensor, torch.Tensor] | None = None,
+    eps: float, skip_weight: float, running: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """DGN's ``sum_g BN(assignment[g] h)`` (`lipnorm.nn.norm.dgn.grouped_batchnorm_sum`)
+    """DGN's ``h + skip_weight * sum_g BN(assignment[g] h)`` (`lipnorm.nn.norm.dgn.dgn_output`)
     in the compiled kernel: `(out (N, S, W), mean, var)`, the statistics `(S, G, W)`
     float64 (the batch's where `running` is None, else `running` = (mean, var) as given),
     for its caller's running-statistics update; None where the kernel does not apply
@@ -399,4 +402,4 @@ def grouped_batchnorm_terms(
     ):
         return None
     running_mean, running_var = running if running is not None else (None, None)
-    return _GroupedBatchNormTerms.apply(assignment, h, weight, bias, running_mean, running_var, eps)
+    return _DGNOutput.apply(assignment, h, weight, bias, running_mean, running_var, eps, float(skip_weight))

@@ -339,16 +339,19 @@ void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
     else linear_backward_body_SFX(N, S, I, O, x, weight, grad_out, grad_x, grad_weight);
 }
 
-/* DGN's sum over its G groups of BatchNorm(a_g * x) for S sets side by side
- * (lipnorm.nn.norm.dgn.grouped_batchnorm_sum has the formulas): a (S, G, N), x (N, S, W)
- * node-major, per (s, g, w) statistics and factors in double (their terms can cancel:
- * a column of near-constant features). A sum over the nodes per (s, g) runs with its W
- * sums in registers (g outer, n inner); a per-node result with its W values in
- * registers (n outer). W = 16 (the grids' width) compiled apart. */
+/* DGN's output x + lambda sum_g BatchNorm(a_g * x) for S sets side by side
+ * (lipnorm.nn.norm.dgn.dgn_output has the formulas): a (S, G, N), x (N, S, W) node-major,
+ * per (s, g, w) statistics and factors in double (their terms can cancel: a column of
+ * near-constant features), lambda folded into the factors by the caller. A sum over the
+ * nodes per (s, g) runs with its W sums in registers (g outer, n inner); a per-node
+ * result with its W values in registers (n outer). W = 16 (the grids' width) compiled apart. */
 
-/* sum1 = sum_n a x, sum2 = sum_n (a x)^2, each (S, G, W), written. */
-static inline __attribute__((always_inline)) void dgn_statistics_body_SFX(
-    int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x, double *sum1, double *sum2)
+/* sum1 = sum_n a x and sum2 = sum_n (a x)^2, each (S, G, W), written; where grad_out is
+ * given, the backward's sums instead: sum1 = sum_n a x grad_out, sum2 = sum_n grad_out
+ * (the same for every g). */
+static inline __attribute__((always_inline)) void dgn_sums_body_SFX(
+    int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x, const REAL *grad_out,
+    double *sum1, double *sum2)
 {
     for (int64_t s = 0; s < S; ++s)
         for (int64_t g = 0; g < G; ++g) {
@@ -358,6 +361,15 @@ static inline __attribute__((always_inline)) void dgn_statistics_body_SFX(
             for (int64_t n = 0; n < N; ++n) {
                 const double av = as[n];
                 const REAL *restrict xs = x + (n * S + s) * W;
+                if (grad_out) {
+                    const REAL *restrict go = grad_out + (n * S + s) * W;
+#pragma omp simd
+                    for (int64_t w = 0; w < W; ++w) {
+                        first[w] += av * ((double)go[w] * (double)xs[w]);
+                        second[w] += go[w];
+                    }
+                    continue;
+                }
 #pragma omp simd
                 for (int64_t w = 0; w < W; ++w) {
                     const double ax = av * (double)xs[w];
@@ -369,14 +381,14 @@ static inline __attribute__((always_inline)) void dgn_statistics_body_SFX(
         }
 }
 
-void dgn_statistics_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
-                        double *sum1, double *sum2)
+void dgn_sums_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
+                  const REAL *grad_out, double *sum1, double *sum2)
 {
-    if (W == 16) dgn_statistics_body_SFX(N, S, G, 16, a, x, sum1, sum2);
-    else dgn_statistics_body_SFX(N, S, G, W, a, x, sum1, sum2);
+    if (W == 16) dgn_sums_body_SFX(N, S, G, 16, a, x, grad_out, sum1, sum2);
+    else dgn_sums_body_SFX(N, S, G, W, a, x, grad_out, sum1, sum2);
 }
 
-/* out = x * sum_g a_g scale_g + shift_sum: scale (S, G, W), shift_sum (S, W). */
+/* out = x * (1 + sum_g a_g scale_g) + shift_sum: scale (S, G, W), shift_sum (S, W). */
 static inline __attribute__((always_inline)) void dgn_apply_body_SFX(
     int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
     const double *scale, const double *shift_sum, REAL *out)
@@ -384,7 +396,7 @@ static inline __attribute__((always_inline)) void dgn_apply_body_SFX(
     for (int64_t n = 0; n < N; ++n)
         for (int64_t s = 0; s < S; ++s) {
             double factor[W];
-            for (int64_t w = 0; w < W; ++w) factor[w] = 0;
+            for (int64_t w = 0; w < W; ++w) factor[w] = 1;
             for (int64_t g = 0; g < G; ++g) {
                 const double av = a[(s * G + g) * N + n];
                 const double *restrict row = scale + (s * G + g) * W;
@@ -406,95 +418,57 @@ void dgn_apply_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, co
     else dgn_apply_body_SFX(N, S, G, W, a, x, scale, shift_sum, out);
 }
 
-/* Backward of dgn_apply, scale and shift held fixed: writes grad_x (N, S, W), grad_a
- * (S, G, N), and the sums over the nodes grad_scale (S, G, W) and grad_shift_sum (S, W). */
+/* Backward of dgn_apply into x and a, in one pass: grad_x (N, S, W) and grad_a (S, G, N),
+ * written. Through the factors: grad_x = go (1 + sum_g a_g scale_g), grad_a_g = (go x) .
+ * scale_g. With k1, k2 (S, G, W), the gradients of the batch statistics sum1 = sum_n a x
+ * and sum2 = sum_n (a x)^2, their terms too: grad_x += sum_g (a k1_g + 2 a^2 x k2_g),
+ * grad_a_g += x . (k1_g + 2 a x k2_g). */
 static inline __attribute__((always_inline)) void dgn_backward_body_SFX(
     int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
-    const double *scale, const REAL *grad_out,
-    REAL *grad_x, REAL *grad_a, double *grad_scale, double *grad_shift_sum)
+    const double *scale, const REAL *grad_out, const double *k1, const double *k2,
+    REAL *grad_x, REAL *grad_a)
 {
-    for (int64_t s = 0; s < S; ++s) {
-        double shift[W];
-        for (int64_t w = 0; w < W; ++w) shift[w] = 0;
-        for (int64_t n = 0; n < N; ++n) {
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
             const REAL *restrict xs = x + (n * S + s) * W, *restrict go = grad_out + (n * S + s) * W;
-            double gox[W], factor[W];
-            for (int64_t w = 0; w < W; ++w) { gox[w] = (double)go[w] * (double)xs[w]; factor[w] = 0; shift[w] += go[w]; }
+            double xd[W], gox[W], factor[W], first[W], second[W];
+            for (int64_t w = 0; w < W; ++w) {
+                xd[w] = xs[w]; gox[w] = (double)go[w] * xd[w];
+                factor[w] = 1; first[w] = 0; second[w] = 0;
+            }
             for (int64_t g = 0; g < G; ++g) {
                 const int64_t sg = s * G + g;
                 const double av = a[sg * N + n];
                 const double *restrict row = scale + sg * W;
                 double da = 0;
+                if (k1) {
+                    const double *restrict one = k1 + sg * W, *restrict two = k2 + sg * W;
 #pragma omp simd reduction(+:da)
-                for (int64_t w = 0; w < W; ++w) {
-                    factor[w] += av * row[w];
-                    da += gox[w] * row[w];
+                    for (int64_t w = 0; w < W; ++w) {
+                        factor[w] += av * row[w];
+                        first[w] += av * one[w];
+                        second[w] += av * av * two[w];
+                        da += gox[w] * row[w] + xd[w] * (one[w] + 2 * av * xd[w] * two[w]);
+                    }
+                } else {
+#pragma omp simd reduction(+:da)
+                    for (int64_t w = 0; w < W; ++w) {
+                        factor[w] += av * row[w];
+                        da += gox[w] * row[w];
+                    }
                 }
                 grad_a[sg * N + n] = (REAL)da;
             }
             REAL *restrict out = grad_x + (n * S + s) * W;
 #pragma omp simd
-            for (int64_t w = 0; w < W; ++w) out[w] = (REAL)((double)go[w] * factor[w]);
+            for (int64_t w = 0; w < W; ++w) out[w] = (REAL)((double)go[w] * factor[w] + first[w] + 2 * xd[w] * second[w]);
         }
-        for (int64_t w = 0; w < W; ++w) grad_shift_sum[s * W + w] = shift[w];
-        /* grad_scale[s, g] = sum_n a[s, g, n] go[n, s] x[n, s] */
-        for (int64_t g = 0; g < G; ++g) {
-            const REAL *restrict as = a + (s * G + g) * N;
-            double sum[W];
-            for (int64_t w = 0; w < W; ++w) sum[w] = 0;
-            for (int64_t n = 0; n < N; ++n) {
-                const double av = as[n];
-                const REAL *restrict xs = x + (n * S + s) * W, *restrict go = grad_out + (n * S + s) * W;
-#pragma omp simd
-                for (int64_t w = 0; w < W; ++w) sum[w] += av * (double)go[w] * (double)xs[w];
-            }
-            for (int64_t w = 0; w < W; ++w) grad_scale[(s * G + g) * W + w] = sum[w];
-        }
-    }
 }
 
 void dgn_backward_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
-                      const double *scale, const REAL *grad_out,
-                      REAL *grad_x, REAL *grad_a, double *grad_scale, double *grad_shift_sum)
+                      const double *scale, const REAL *grad_out, const double *k1, const double *k2,
+                      REAL *grad_x, REAL *grad_a)
 {
-    if (W == 16) dgn_backward_body_SFX(N, S, G, 16, a, x, scale, grad_out, grad_x, grad_a, grad_scale, grad_shift_sum);
-    else dgn_backward_body_SFX(N, S, G, W, a, x, scale, grad_out, grad_x, grad_a, grad_scale, grad_shift_sum);
-}
-
-/* Through batch statistics sum1 = sum_n a x and sum2 = sum_n (a x)^2, whose gradients
- * are k1 and k2 (S, G, W): adds their terms to grad_x (N, S, W) and grad_a (S, G, N):
- * grad_x += sum_g (a k1_g + 2 a^2 x k2_g), grad_a_g += x . (k1_g + 2 a x k2_g). */
-static inline __attribute__((always_inline)) void dgn_statistics_backward_body_SFX(
-    int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
-    const double *k1, const double *k2, REAL *grad_x, REAL *grad_a)
-{
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t s = 0; s < S; ++s) {
-            const REAL *restrict xs = x + (n * S + s) * W;
-            double xd[W], first[W], second[W];
-            for (int64_t w = 0; w < W; ++w) { xd[w] = xs[w]; first[w] = 0; second[w] = 0; }
-            for (int64_t g = 0; g < G; ++g) {
-                const int64_t sg = s * G + g;
-                const double av = a[sg * N + n];
-                const double *restrict one = k1 + sg * W, *restrict two = k2 + sg * W;
-                double da = 0;
-#pragma omp simd reduction(+:da)
-                for (int64_t w = 0; w < W; ++w) {
-                    first[w] += av * one[w];
-                    second[w] += av * av * two[w];
-                    da += xd[w] * (one[w] + 2 * av * xd[w] * two[w]);
-                }
-                grad_a[sg * N + n] += (REAL)da;
-            }
-            REAL *restrict out = grad_x + (n * S + s) * W;
-#pragma omp simd
-            for (int64_t w = 0; w < W; ++w) out[w] += (REAL)(first[w] + 2 * xd[w] * second[w]);
-        }
-}
-
-void dgn_statistics_backward_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
-                                 const double *k1, const double *k2, REAL *grad_x, REAL *grad_a)
-{
-    if (W == 16) dgn_statistics_backward_body_SFX(N, S, G, 16, a, x, k1, k2, grad_x, grad_a);
-    else dgn_statistics_backward_body_SFX(N, S, G, W, a, x, k1, k2, grad_x, grad_a);
+    if (W == 16) dgn_backward_body_SFX(N, S, G, 16, a, x, scale, grad_out, k1, k2, grad_x, grad_a);
+    else dgn_backward_body_SFX(N, S, G, W, a, x, scale, grad_out, k1, k2, grad_x, grad_a);
 }

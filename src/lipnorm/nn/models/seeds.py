@@ -40,7 +40,7 @@ from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.fused import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
-from lipnorm.nn.norm.dgn import DiffGroupNorm, group_assignment, grouped_batchnorm_sum
+from lipnorm.nn.norm.dgn import DiffGroupNorm, dgn_output, group_assignment
 from lipnorm.nn.norm.pairnorm import EPS as PAIRNORM_EPS
 from lipnorm.nn.norm.pairnorm import PairNorm
 from lipnorm.nn.residual import initial_residual
@@ -247,7 +247,7 @@ class _SeedDiffGroupNorm(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         assignment = group_assignment(h, self.cluster_weight, self.cluster_bias)
-        return h + self.skip_weight * grouped_batchnorm_sum(assignment, h, self.bn)
+        return dgn_output(assignment, h, self.bn, self.skip_weight)
 
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
         columns = self.num_groups * self.width

@@ -26,11 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lipnorm.nn.fused import grouped_batchnorm_terms
+from lipnorm.nn.fused import dgn_output_kernel
 from lipnorm.nn.norm.batchnorm import check_batchnorm_options, check_positive_int, node_rows
 from lipnorm.settings.model_config import DGN_SKIP_WEIGHT
 
-__all__ = ["DiffGroupNorm", "dgn_layer", "group_assignment", "grouped_batchnorm_sum"]
+__all__ = ["DiffGroupNorm", "dgn_layer", "group_assignment", "dgn_output"]
 
 
 class DiffGroupNorm(nn.Module):
@@ -85,8 +85,7 @@ class DiffGroupNorm(nn.Module):
         rows = node_rows(h, self.width, "DiffGroupNorm")
         h3 = rows.unsqueeze(1)  # (N, 1, W): one set of the batched form, the same operations
         assignment = group_assignment(h3, self.cluster.weight.unsqueeze(0), self.cluster.bias.unsqueeze(0))
-        normalised = grouped_batchnorm_sum(assignment, h3, self.bn).squeeze(1)
-        return (rows + self.skip_weight * normalised).reshape(h.shape)
+        return dgn_output(assignment, h3, self.bn, self.skip_weight).reshape(h.shape)
 
 
 def group_assignment(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -97,8 +96,9 @@ def group_assignment(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) 
     return F.softmax(torch.baddbmm(bias.unsqueeze(2), weight, h.permute(1, 2, 0)), dim=1)
 
 
-def grouped_batchnorm_sum(assignment: torch.Tensor, h: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
-    """``sum_g BN(assignment[g] h)``, group g's columns of `bn`, for S sets side by side.
+def dgn_output(assignment: torch.Tensor, h: torch.Tensor, bn: nn.BatchNorm1d, skip_weight: float) -> torch.Tensor:
+    """DGN's output ``h + skip_weight * sum_g BN(assignment[g] h)``, group g's columns of
+    `bn`, for S sets side by side.
 
     `assignment` `(S, G, N)` (each node's weights over the G groups, group-major), `h`
     `(N, S, W)`, `bn` of ``S * G * W`` columns ordered (s, g, w): what `bn` does to the
@@ -112,15 +112,16 @@ def grouped_batchnorm_sum(assignment: torch.Tensor, h: torch.Tensor, bn: nn.Batc
     shortcut's terms can cancel (a column of near-constant features), float32 BatchNorm's
     own rounding is what is left.
 
-    The sums run in the compiled kernel of `lipnorm.nn.fused` where it applies (CPU,
-    float32/float64, a C compiler found): the same numbers to float rounding in three
-    passes over the nodes, where the products below take two dozen calls each way.
+    The whole output, the skip connection with it, runs in the compiled kernel of
+    `lipnorm.nn.fused` where it applies (CPU, float32/float64, a C compiler found): the
+    same numbers to float rounding in a few passes over the nodes, where the products
+    below take two dozen calls each way.
     """
     sets, groups, nodes = assignment.shape
     width = h.shape[2]
     batch = bn.training or not bn.track_running_stats
-    kernel = grouped_batchnorm_terms(
-        assignment, h, bn.weight if bn.affine else None, bn.bias if bn.affine else None, bn.eps,
+    kernel = dgn_output_kernel(
+        assignment, h, bn.weight if bn.affine else None, bn.bias if bn.affine else None, bn.eps, skip_weight,
         None if batch else (bn.running_mean, bn.running_var),
     )
     if kernel is not None:
@@ -143,8 +144,8 @@ def grouped_batchnorm_sum(assignment: torch.Tensor, h: torch.Tensor, bn: nn.Batc
     if bn.affine:
         weight = bn.weight.double().view(sets, groups, width)
         scale, shift = weight * scale, weight * shift + bn.bias.double().view(sets, groups, width)
-    out = x * torch.bmm(a.transpose(1, 2), scale) + shift.sum(dim=1, keepdim=True)  # (S, N, W)
-    return out.transpose(0, 1).to(h.dtype)
+    normalised = x * torch.bmm(a.transpose(1, 2), scale) + shift.sum(dim=1, keepdim=True)  # (S, N, W)
+    return h + skip_weight * normalised.transpose(0, 1).to(h.dtype)
 
 
 def _update_running_stats(bn: nn.BatchNorm1d, mean: torch.Tensor, var: torch.Tensor, nodes: int) -> None:
