@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from lipnorm.nn.fused import pairnorm_kernel
+from lipnorm.nn.norm import pairnorm
 from lipnorm.nn.norm.pairnorm import PairNorm
 
 MODES = ["PN", "PN-SI", "PN-SCS"]
@@ -102,3 +104,45 @@ def test_per_graph_needs_the_graph():
 def test_bad_arguments_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PairNorm(**kwargs)
+
+
+@pytest.mark.parametrize("width", [4, 16])
+@pytest.mark.parametrize("sets", [1, 3])
+def test_pn_kernel_gradcheck(sets, width):
+    """The compiled "PN" of S sets side by side: float64 gradients against finite
+    differences (through the mean and the scale both)."""
+    x = node_features(7, sets, width, seed=4).requires_grad_()
+    assert torch.autograd.gradcheck(lambda h: pairnorm_kernel(h, 1.5, 1e-6), (x,))
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-12), (torch.float32, 1e-6)], ids=["f64", "f32"])
+@pytest.mark.parametrize("spread", [1.0, 1e-3], ids=["spread-rows", "near-equal-rows"])
+def test_pn_kernel_equals_the_torch_form_per_set(spread, dtype, tolerance, monkeypatch):
+    """`pairnorm_pn` of S sets in the kernel equals, set by set, each set's own torch-form
+    PN in float64 on the same input (values and gradients), to the rounding of `dtype`,
+    also where the rows are all but equal (a deep layer's: float32's torch form would
+    lose digits there, the kernel's float64 statistics do not)."""
+    sets, nodes, width = 3, 30, 16
+    x = (node_features(nodes, sets, width, seed=2) * spread + 5).to(dtype).requires_grad_()
+    upstream = torch.randn(nodes, sets, width, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    out = pairnorm.pairnorm_pn(x, 2.0)
+    (grad,) = torch.autograd.grad((out * upstream).sum(), x)
+    assert out.dtype == grad.dtype == dtype
+    monkeypatch.setattr(pairnorm, "pairnorm_kernel", lambda *args: None)
+    for s in range(sets):
+        part = x.detach()[:, s : s + 1].double().requires_grad_()
+        expected = pairnorm.pairnorm_pn(part, 2.0)
+        (expected_grad,) = torch.autograd.grad((expected * upstream[:, s : s + 1].double()).sum(), part)
+        for got, want in ((out[:, s : s + 1], expected), (grad[:, s : s + 1], expected_grad)):
+            scale = want.abs().max().item()
+            torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance * scale)
+
+
+def test_pairnorm_pn_takes_the_kernel_on_cpu(monkeypatch):
+    calls = []
+    kernel = pairnorm.pairnorm_kernel
+    monkeypatch.setattr(pairnorm, "pairnorm_kernel", lambda *args: calls.append(args) or kernel(*args))
+    x = node_features(6, 2, 3)
+    out = PairNorm("PN", 1.0)(None, x.reshape(6, 6))
+    assert len(calls) == 1 and calls[0][0].shape == (6, 1, 6)
+    np.testing.assert_allclose(out.numpy(), reference(x.reshape(6, 6).numpy(), "PN", 1.0), rtol=1e-12, atol=1e-12)

@@ -20,7 +20,8 @@ the same order; float rounding apart: the kernel's exp and dot products are its 
 float32's exp is a polynomial within about 1 ulp that gives 0 below -87.3, where libm's
 gives a denormal). `grouped_linear` is the seeds' per-seed projections on node-major
 features, `dgn_output_kernel` DGN's output, its input plus the weighted sum of its
-groups' BatchNorms (`lipnorm.nn.norm.dgn.dgn_output`), in a few passes over the nodes.
+groups' BatchNorms (`lipnorm.nn.norm.dgn.dgn_output`), and `pairnorm_kernel` PairNorm's
+"PN" (`lipnorm.nn.norm.pairnorm.pairnorm_pn`), each in a few passes over the nodes.
 
 The kernels (`kernels.c`) are compiled with the machine's C compiler on first use
 and cached by source and machine (`LIPNORM_KERNEL_CACHE`, default
@@ -46,7 +47,7 @@ import torch
 
 from lipnorm.nn.sparse import per_structure
 
-__all__ = ["gat_attention", "grouped_linear", "dgn_output_kernel", "kernel_unavailable", "fusable"]
+__all__ = ["gat_attention", "grouped_linear", "dgn_output_kernel", "pairnorm_kernel", "kernel_unavailable", "fusable"]
 
 _SOURCE = Path(__file__).with_name("kernels.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
@@ -125,6 +126,8 @@ def _build(template: Path, cache: Path) -> ctypes.CDLL | str:
         getattr(library, f"dgn_sums_{suffix}").argtypes = [size] * 4 + [pointer] * 5
         getattr(library, f"dgn_apply_{suffix}").argtypes = [size] * 4 + [pointer] * 5
         getattr(library, f"dgn_backward_{suffix}").argtypes = [size] * 4 + [pointer] * 8
+        getattr(library, f"pairnorm_forward_{suffix}").argtypes = [size] * 3 + [pointer] + [ctypes.c_double] * 2 + [pointer] * 3
+        getattr(library, f"pairnorm_backward_{suffix}").argtypes = [size] * 3 + [pointer] * 2 + [ctypes.c_double] + [pointer] * 4
     return library
 
 
@@ -403,3 +406,45 @@ def dgn_output_kernel(
         return None
     running_mean, running_var = running if running is not None else (None, None)
     return _DGNOutput.apply(assignment, h, weight, bias, running_mean, running_var, eps, float(skip_weight))
+
+
+class _PairNorm(torch.autograd.Function):
+    """`lipnorm.nn.norm.pairnorm.pairnorm_pn` in the kernel: three passes over the nodes
+    forward (means, centred squares, output), two backward; statistics in float64."""
+
+    @staticmethod
+    def forward(ctx, x, scale, eps):
+        nodes, sets, width = x.shape
+        library, suffix = _library(), _TYPES[x.dtype][0]
+        x = x.contiguous()
+        mean = torch.empty(sets, width, dtype=torch.float64)
+        inv = torch.empty(sets, dtype=torch.float64)
+        out = torch.empty_like(x)
+        getattr(library, f"pairnorm_forward_{suffix}")(
+            nodes, sets, width, x.data_ptr(), scale, eps, mean.data_ptr(), inv.data_ptr(), out.data_ptr()
+        )
+        ctx.save_for_backward(x, mean, inv)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, mean, inv = ctx.saved_tensors
+        nodes, sets, width = x.shape
+        library, suffix = _library(), _TYPES[x.dtype][0]
+        grad_out = grad_out.contiguous()
+        work = torch.empty(sets * (width + 1), dtype=torch.float64)
+        grad_x = torch.empty_like(x)
+        getattr(library, f"pairnorm_backward_{suffix}")(
+            nodes, sets, width, x.data_ptr(), grad_out.data_ptr(), ctx.scale, mean.data_ptr(), inv.data_ptr(),
+            work.data_ptr(), grad_x.data_ptr(),
+        )
+        return grad_x, None, None
+
+
+def pairnorm_kernel(x: torch.Tensor, scale: float, eps: float) -> torch.Tensor | None:
+    """PairNorm's "PN" of S sets `x` `(N, S, W)` (`lipnorm.nn.norm.pairnorm.pairnorm_pn`) in
+    the compiled kernel; None where it does not apply (then the caller takes its torch path)."""
+    if x.device.type != "cpu" or x.dtype not in _TYPES or kernel_unavailable() is not None:
+        return None
+    return _PairNorm.apply(x, float(scale), float(eps))

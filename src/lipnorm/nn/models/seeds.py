@@ -41,8 +41,7 @@ from lipnorm.nn.fused import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm, dgn_output, group_assignment
-from lipnorm.nn.norm.pairnorm import EPS as PAIRNORM_EPS
-from lipnorm.nn.norm.pairnorm import PairNorm
+from lipnorm.nn.norm.pairnorm import PairNorm, pairnorm_pn
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
@@ -225,9 +224,7 @@ class _SeedPairNorm(nn.Module):
         self.scale = norms[0].scale
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        centred = h - h.mean(dim=0, keepdim=True)
-        squared_norms = centred.pow(2).sum(dim=2, keepdim=True)  # (N, S, 1)
-        return self.scale * centred / (PAIRNORM_EPS + squared_norms.mean(dim=0, keepdim=True)).sqrt()
+        return pairnorm_pn(h, self.scale)
 
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
         return {}
