@@ -179,3 +179,14 @@ def test_state_of_another_rate_is_refused():
     state = DropEdge(0.3, seed=0).state_dict()
     with pytest.raises(ValueError, match="DropEdge state of rate 0.3 loaded into a DropEdge of rate 0.5"):
         DropEdge(0.5, seed=0).load_state_dict(state)
+
+
+def test_unordered_kept_edges_are_the_same_draw():
+    """`ordered=False` (a mask's) keeps the same edges as the ascending IDs and moves the
+    generator on the same way: the next draws agree too."""
+    graph = undirected_graph(30, 60, seed=1)
+    ordered, unordered = DropEdge(0.4, seed=3), DropEdge(0.4, seed=3)
+    for _ in range(3):
+        ascending, any_order = ordered.kept_edges(graph), unordered.kept_edges(graph, ordered=False)
+        assert torch.equal(ascending, any_order.sort().values)
+        assert torch.equal(ascending, ascending.sort().values) and len(ascending) < graph.num_edges()

@@ -277,7 +277,7 @@ class SeedGroup:
         for seed, job in enumerate(self.jobs):
             if self.active[seed]:
                 kept[:, seed] = False
-                kept[job.trainer.dropedge.kept_edges(self.graph), seed] = True
+                kept[job.trainer.dropedge.kept_edges(self.graph, ordered=False), seed] = True
         return kept
 
     def _train_step(self) -> list[StepResult]:

@@ -78,15 +78,32 @@ def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator
     return x * (torch.cat(masks, dim=dim) / (1 - p))
 
 
+class _KeptRows:
+    """Each seed's kept edge IDs (ascending) of a DropEdge mask `kept` `(E, S)`: found once
+    for all the layers of a step (the network's layers share one of these)."""
+
+    def __init__(self):
+        self._of = None  # (kept, its version, the rows)
+
+    def __call__(self, kept: torch.Tensor) -> list[torch.Tensor]:
+        cached = self._of
+        if cached is not None and cached[0]() is kept and cached[1] == kept._version:
+            return cached[2]
+        rows = [torch.nonzero(column).squeeze(1) for column in kept.t()]
+        self._of = (weakref.ref(kept), kept._version, rows)
+        return rows
+
+
 class _SeedAttentionDropout(nn.Module):
     """Attention dropout of `(E, S*H, 1)` attention: seed s's heads from its generator,
     over the edges its DropEdge kept where `kept` `(E, S)` is given to `multiplier` (its
     separate run draws its mask over the graph of those edges, in their order)."""
 
-    def __init__(self, p: float, generators: list[torch.Generator]):
+    def __init__(self, p: float, generators: list[torch.Generator], kept_rows: "_KeptRows"):
         super().__init__()
         self.p = p
         self.generators = generators  # the network's list, filled by `set_generators`
+        self._kept_rows = kept_rows  # the network's, shared by its layers
 
     def multiplier(self, shape: tuple[int, int, int, int], dtype: torch.dtype, kept: torch.Tensor | None):
         """The mask / (1 - p) `(S, E, H, 1)`, seed s's `[s]` drawn from its generator as its
@@ -95,11 +112,12 @@ class _SeedAttentionDropout(nn.Module):
         if not self.training or self.p == 0:
             return None
         masks = torch.empty(shape, dtype=dtype) if kept is None else torch.zeros(shape, dtype=dtype)
+        kept_rows = None if kept is None else self._kept_rows(kept)
         for seed, generator in enumerate(self.generators):
             if kept is None:
                 masks[seed].bernoulli_(1 - self.p, generator=generator)
                 continue
-            rows = torch.nonzero(kept[:, seed]).squeeze(1)
+            rows = kept_rows[seed]
             masks[seed, rows] = torch.empty((len(rows), *shape[2:]), dtype=dtype).bernoulli_(1 - self.p, generator=generator)
         return masks.div_(1 - self.p)
 
@@ -122,7 +140,7 @@ class _SeedGATConv(GATConv):
     absent from its separate run's graph.
     """
 
-    def __init__(self, layers: Sequence[GATConv], generators: list[torch.Generator]):
+    def __init__(self, layers: Sequence[GATConv], generators: list[torch.Generator], kept_rows: _KeptRows):
         first = layers[0]
         seeds = len(layers)
         super().__init__(
@@ -138,7 +156,7 @@ class _SeedGATConv(GATConv):
             self.attn_r.copy_(torch.cat([layer.attn_r for layer in layers], dim=1))
         if first.res_fc is not None:
             self.res_fc = nn.Identity()
-        self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators)
+        self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators, kept_rows)
 
     def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None, get_attention: bool = False):
         h_dst, ft = self._project(graph, feat)
@@ -298,9 +316,11 @@ class SeedBatchedGAT(nn.Module):
         self.generators: list[torch.Generator] = [torch.Generator() for _ in models]
         # GATConv's constructor draws initial weights that are then replaced: not from
         # the global stream, which the caller's runs go on drawing from.
+        kept_rows = _KeptRows()
         with torch.random.fork_rng(devices=[]):
             self.layers = nn.ModuleList(
-                _SeedGATConv([model.layers[i] for model in models], self.generators) for i in range(len(first.layers))
+                _SeedGATConv([model.layers[i] for model in models], self.generators, kept_rows)
+                for i in range(len(first.layers))
             )
         self.norms = None
         self._entries_of = None  # (features tensor, its version, what `_entries` found)
