@@ -48,6 +48,7 @@ from lipnorm.dgl_private import twice_differentiable_edge_softmax
 from lipnorm.io import atomic_path, write_parquet
 from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.conv.gt import GTConv
+from lipnorm.nn.fused import kernels_off
 
 # Model name -> (layer class, its `norm`).
 PROBE_MODELS = {
@@ -68,7 +69,8 @@ PROBE_HIDDEN = 4
 
 @contextlib.contextmanager
 def _probe_context() -> Iterator[None]:
-    """The twice-differentiable edge softmax, on one thread.
+    """The twice-differentiable edge softmax, the torch and DGL paths of the compiled
+    kernels (whose backwards are not differentiable again), on one thread.
 
     The probe's products are tiny: on a busy machine, threads cost far more than they
     save (tens of times slower on 2 shared cores).
@@ -76,7 +78,7 @@ def _probe_context() -> Iterator[None]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with twice_differentiable_edge_softmax():
+        with twice_differentiable_edge_softmax(), kernels_off("the Lipschitz probe differentiates gradients again"):
             yield
     finally:
         torch.set_num_threads(threads)

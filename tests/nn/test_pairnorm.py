@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from lipnorm.nn.fused import pairnorm_kernel
+from lipnorm.nn.fused import kernel_unavailable, kernels_off, pairnorm_kernel
 from lipnorm.nn.norm import pairnorm
 from lipnorm.nn.norm.pairnorm import PairNorm
 
@@ -146,3 +146,18 @@ def test_pairnorm_pn_takes_the_kernel_on_cpu(monkeypatch):
     out = PairNorm("PN", 1.0)(None, x.reshape(6, 6))
     assert len(calls) == 1 and calls[0][0].shape == (6, 1, 6)
     np.testing.assert_allclose(out.numpy(), reference(x.reshape(6, 6).numpy(), "PN", 1.0), rtol=1e-12, atol=1e-12)
+
+
+def test_a_gradient_of_the_kernels_gradient_names_kernels_off():
+    """The kernel's backward runs once; a gradient of it (create_graph=True) is refused
+    with the fix named, and inside `kernels_off` the torch form gives it (gradgradcheck)."""
+    x = node_features(6, 2, 3, seed=5).requires_grad_()
+    (grad,) = torch.autograd.grad(pairnorm.pairnorm_pn(x, 1.5).pow(3).sum(), x)  # first order: the kernel
+    with pytest.raises(RuntimeError, match=r"PairNorm kernel's backward is not differentiable again .*kernels_off"):
+        torch.autograd.grad(pairnorm.pairnorm_pn(x, 1.5).pow(3).sum(), x, create_graph=True)
+    with kernels_off("differentiated twice"):
+        assert kernel_unavailable() == "differentiated twice"
+        (again,) = torch.autograd.grad(pairnorm.pairnorm_pn(x, 1.5).pow(3).sum(), x, create_graph=True)
+        assert torch.autograd.gradgradcheck(lambda h: pairnorm.pairnorm_pn(h, 1.5), (x,))
+    assert kernel_unavailable() is None
+    torch.testing.assert_close(again, grad, rtol=1e-12, atol=1e-12)

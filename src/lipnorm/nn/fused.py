@@ -1,5 +1,5 @@
 """Compiled CPU kernels for grids of small runs (issue: grids of small runs): GAT's
-attention, the seeds' projections and DGN's grouped BatchNorm.
+attention, the seeds' projections, DGN's grouped BatchNorm and PairNorm.
 
 On the literature protocol's networks (1 head x 16 features, Cora-sized graphs) a GAT
 layer does almost no arithmetic: its cost is the dozen graph and element-wise calls
@@ -32,6 +32,7 @@ float32 or float64 (GAT's attention over a whole homogeneous graph).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -47,7 +48,9 @@ import torch
 
 from lipnorm.nn.sparse import per_structure
 
-__all__ = ["gat_attention", "grouped_linear", "dgn_output_kernel", "pairnorm_kernel", "kernel_unavailable", "fusable"]
+__all__ = [
+    "gat_attention", "grouped_linear", "dgn_output_kernel", "pairnorm_kernel", "kernel_unavailable", "kernels_off", "fusable",
+]
 
 _SOURCE = Path(__file__).with_name("kernels.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-shared", "-fPIC", "-std=c99"]
@@ -131,10 +134,37 @@ def _build(template: Path, cache: Path) -> ctypes.CDLL | str:
     return library
 
 
+_OFF: list[str] = []  # why the kernels are off meanwhile (`kernels_off`), innermost last
+
+
+@contextlib.contextmanager
+def kernels_off(reason: str):
+    """Inside: `kernel_unavailable()` gives `reason`, so that every caller takes its torch
+    or DGL path, e.g. where gradients are differentiated again (`create_graph=True`, the
+    Lipschitz probe), which the kernels' backwards are not. One thread of Python at a time."""
+    _OFF.append(reason)
+    try:
+        yield
+    finally:
+        _OFF.pop()
+
+
 def kernel_unavailable() -> str | None:
-    """None if the kernel is (or can be) compiled here; else why not."""
+    """None if the kernel is (or can be) compiled here and not switched off; else why not."""
+    if _OFF:
+        return _OFF[-1]
     library = _library()
     return library if isinstance(library, str) else None
+
+
+def _first_order(name: str) -> None:
+    """A kernel's backward runs once: a gradient of it (`create_graph=True`, when autograd
+    records inside the backward) needs the torch path, which `kernels_off` gives."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            f"the compiled {name} kernel's backward is not differentiable again (create_graph=True); "
+            "take gradients of gradients inside lipnorm.nn.fused.kernels_off(...), as lipnorm.lipschitz's probe does"
+        )
 
 
 def fusable(graph: dgl.DGLGraph, ft: torch.Tensor) -> bool:
@@ -196,6 +226,7 @@ class _GATAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, _grad_attention):
+        _first_order("GAT attention")
         ft, attn_l, attn_r, *per_node, argmax, att = ctx.saved_tensors
         nodes, groups, dim = ft.shape
         grad_out = grad_out.contiguous()
@@ -284,6 +315,7 @@ class _GroupedLinear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        _first_order("grouped linear")
         x, weight = ctx.saved_tensors
         nodes, groups, size_in = x.shape
         grad_out = grad_out.contiguous()
@@ -354,6 +386,7 @@ class _DGNOutput(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, _grad_mean, _grad_var):
+        _first_order("DGN")
         a, x, scale, r, mean, raw_var, gamma = ctx.saved_tensors
         sets, groups, nodes = a.shape
         width = x.shape[2]
@@ -429,6 +462,7 @@ class _PairNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        _first_order("PairNorm")
         x, mean, inv = ctx.saved_tensors
         nodes, sets, width = x.shape
         library, suffix = _library(), _TYPES[x.dtype][0]
