@@ -78,20 +78,36 @@ def seed_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator
     return x * (torch.cat(masks, dim=dim) / (1 - p))
 
 
-class _KeptRows:
-    """Each seed's kept edge IDs (ascending) of a DropEdge mask `kept` `(E, S)`: found once
-    for all the layers of a step (the network's layers share one of these)."""
+class _WhileUnchanged:
+    """`compute(tensor)` kept for the last tensor it was called on, while that tensor lives
+    unchanged (the same object, the same version): found once per features tensor, or per
+    step's DropEdge mask for all the layers (a network's layers share one of these)."""
 
-    def __init__(self):
-        self._of = None  # (kept, its version, the rows)
+    def __init__(self, compute):
+        self._compute = compute
+        self._of = None  # (tensor, its version, what compute gave)
 
-    def __call__(self, kept: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(self, tensor: torch.Tensor):
         cached = self._of
-        if cached is not None and cached[0]() is kept and cached[1] == kept._version:
+        if cached is not None and cached[0]() is tensor and cached[1] == tensor._version:
             return cached[2]
-        rows = [torch.nonzero(column).squeeze(1) for column in kept.t()]
-        self._of = (weakref.ref(kept), kept._version, rows)
-        return rows
+        found = self._compute(tensor)
+        self._of = (weakref.ref(tensor), tensor._version, found)
+        return found
+
+
+def _nonzero_entries(feat: torch.Tensor) -> tuple[RowPruned, torch.Tensor, torch.Tensor]:
+    """`feat`'s rows that can be non-zero (`RowPruned`) and, within them, the positions
+    `(row, column)` of its non-zero entries (of any seed's, for `(S, N, F)`)."""
+    pruned = row_pruned(feat)
+    nonzero = pruned.values != 0
+    rows, columns = torch.nonzero(nonzero.any(dim=0) if feat.dim() == 3 else nonzero, as_tuple=True)
+    return pruned, rows, columns
+
+
+def _kept_rows(kept: torch.Tensor) -> list[torch.Tensor]:
+    """Each seed's kept edge IDs (ascending) of a DropEdge mask `kept` `(E, S)`."""
+    return [torch.nonzero(column).squeeze(1) for column in kept.t()]
 
 
 class _SeedAttentionDropout(nn.Module):
@@ -99,7 +115,7 @@ class _SeedAttentionDropout(nn.Module):
     over the edges its DropEdge kept where `kept` `(E, S)` is given to `multiplier` (its
     separate run draws its mask over the graph of those edges, in their order)."""
 
-    def __init__(self, p: float, generators: list[torch.Generator], kept_rows: "_KeptRows"):
+    def __init__(self, p: float, generators: list[torch.Generator], kept_rows: _WhileUnchanged):
         super().__init__()
         self.p = p
         self.generators = generators  # the network's list, filled by `set_generators`
@@ -140,7 +156,7 @@ class _SeedGATConv(GATConv):
     absent from its separate run's graph.
     """
 
-    def __init__(self, layers: Sequence[GATConv], generators: list[torch.Generator], kept_rows: _KeptRows):
+    def __init__(self, layers: Sequence[GATConv], generators: list[torch.Generator], kept_rows: _WhileUnchanged):
         first = layers[0]
         seeds = len(layers)
         super().__init__(
@@ -316,14 +332,14 @@ class SeedBatchedGAT(nn.Module):
         self.generators: list[torch.Generator] = [torch.Generator() for _ in models]
         # GATConv's constructor draws initial weights that are then replaced: not from
         # the global stream, which the caller's runs go on drawing from.
-        kept_rows = _KeptRows()
+        kept_rows = _WhileUnchanged(_kept_rows)
         with torch.random.fork_rng(devices=[]):
             self.layers = nn.ModuleList(
                 _SeedGATConv([model.layers[i] for model in models], self.generators, kept_rows)
                 for i in range(len(first.layers))
             )
         self.norms = None
-        self._entries_of = None  # (features tensor, its version, what `_entries` found)
+        self._entries = _WhileUnchanged(_nonzero_entries)
         if first._norms() is not None:
             self.norms = nn.ModuleList(
                 _BATCHED_NORMS[type(norm)]([model._norms()[i] for model in models])
@@ -336,20 +352,6 @@ class SeedBatchedGAT(nn.Module):
             raise ValueError(f"got {len(states)} generator states for {self.seeds} seeds")
         for generator, state in zip(self.generators, states):
             generator.set_state(state)
-
-    def _entries(self, feat: torch.Tensor) -> tuple[RowPruned, torch.Tensor, torch.Tensor]:
-        """`feat`'s rows that can be non-zero (`RowPruned`) and, within them, the positions
-        `(row, column)` of its non-zero entries (of any seed's, for `(S, N, F)`); found
-        once per features tensor while it lives unchanged."""
-        cached = self._entries_of
-        if cached is not None and cached[0]() is feat and cached[1] == feat._version:
-            return cached[2]
-        pruned = row_pruned(feat)
-        nonzero = pruned.values != 0
-        rows, columns = torch.nonzero(nonzero.any(dim=0) if feat.dim() == 3 else nonzero, as_tuple=True)
-        found = (pruned, rows, columns)
-        self._entries_of = (weakref.ref(feat), feat._version, found)
-        return found
 
     def _first_input(self, feat: torch.Tensor) -> NonzeroEntries:
         """The first layer's input as its non-zero entries (`NonzeroEntries`, values
