@@ -31,6 +31,7 @@ import torch
 from lipnorm import data
 from lipnorm.nn import fused
 from lipnorm.train.tuning import retain_freed_memory
+from seed_batching import ratio_text
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -109,7 +110,7 @@ def main() -> None:
         ratios = [b / a for a, b in zip(this, other)]
         print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} {case + (' fwd' if case == 'eval' else ' fwd+bwd'):14} "
               f"this {statistics.median(this):.3f}  {args.against} {statistics.median(other):.3f}  "
-              f"speed-up {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+              f"speed-up {ratio_text(ratios)}")
 
 
 if __name__ == "__main__":

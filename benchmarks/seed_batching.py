@@ -12,8 +12,8 @@ network (`--recipe dgn`: Cora, 1 x 16, 100 % missing features) cost per seed
   what `lipnorm train --seeds` trained before the kernel) or by the kernel ("together",
   what it trains now),
 
-and what LipschitzNorm adds on each (GAT-Lip / GAT)? With `--norm dgn`, DGN's grouped
-BatchNorm is its torch form on the paths before ("dense", "together-dgl") and the
+and what LipschitzNorm adds on each (GAT-Lip / GAT)? With `--norm dgn` or `pairnorm`, the
+normalisation is its torch form on the paths before ("dense", "together-dgl") and its
 compiled kernel on the others. With `--dropedge RATE`, each seed's
 training step sees its own DropEdge graph: a new subgraph per seed and epoch on the
 separate paths, a per-seed edge mask over the one graph together. An epoch is what a run does: a
@@ -30,11 +30,13 @@ GAT-Lip side by side) save per run?
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
 import time
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -44,7 +46,7 @@ from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seeds import SeedBatchedGAT
-from lipnorm.nn.norm import dgn
+from lipnorm.nn.norm import dgn, pairnorm
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 from lipnorm.train.tuning import retain_freed_memory
@@ -62,6 +64,99 @@ class DenseInputGAT(LiteratureGAT):
 # (row-pruned first layer, compiled attention); S seeds as one network with DGL's calls
 # (what `--seeds` trained before the kernel) and with the kernel (now).
 PATHS = ("dense", "lean", "together-dgl", "together")
+
+# Where each representation normalisation looks its compiled kernel up: (module, name).
+NORM_KERNELS = {"pairnorm": (pairnorm, "pairnorm_kernel"), "dgn": (dgn, "dgn_output_kernel")}
+
+
+class Protocol(NamedTuple):
+    """The literature protocol's inputs (Cora or CiteSeer, 100 % missing features, seed 0's
+    mask) and its `--recipe dgn` settings at `depth`."""
+
+    dataset: object
+    features: torch.Tensor
+    train_rows: torch.Tensor
+    train_labels: torch.Tensor
+    depth: int
+    settings: dict
+
+
+def load_protocol(args) -> Protocol:
+    """`args.dataset` (from `args.data_root`, `args.mirror`) as the protocol has it."""
+    dataset = data.load_dataset(args.dataset, root=args.data_root, mirror=args.mirror)
+    mask = data.missing_features_mask(dataset.train_mask.numpy(), 100.0, 0)
+    features = data.apply_missing_features(dataset.features, mask)
+    train_rows = torch.nonzero(dataset.train_mask).squeeze(1)
+    settings = recipe_defaults("dgn", args.depth, args.dataset, 100.0)
+    return Protocol(dataset, features, train_rows, dataset.labels[train_rows], args.depth, settings)
+
+
+def literature_models(protocol: Protocol, norm: str, attention_norm: str, seeds: int) -> list[LiteratureGAT]:
+    """`seeds` protocol networks (`--recipe dgn`), seed s's drawn after `torch.manual_seed(s)`."""
+    settings = protocol.settings
+    cfg = ModelConfig(
+        model="gat", in_feats=protocol.features.shape[1], num_classes=protocol.dataset.num_classes,
+        depth=protocol.depth, heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
+        attn_drop=settings["attn_drop"], batchnorm_momentum=settings["batchnorm_momentum"],
+        dgn_skip_weight=settings["dgn_skip_weight"], recipe="dgn", norm=norm, attention_norm=attention_norm,
+    )
+    built = []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        built.append(build_model(cfg))
+    return built
+
+
+def seeds_together(models: list[LiteratureGAT]) -> SeedBatchedGAT:
+    """`models` as one network, seed s's stream seeded with s."""
+    batched = SeedBatchedGAT(models)
+    batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(len(models))])
+    return batched
+
+
+def adam(protocol: Protocol, parameters) -> torch.optim.Adam:
+    return torch.optim.Adam(parameters, lr=protocol.settings["lr"], weight_decay=protocol.settings["weight_decay"])
+
+
+def together_epoch(protocol: Protocol, batched: SeedBatchedGAT, drops: list[DropEdge] | None = None):
+    """An epoch of `batched` (training step, evaluation forward); with `drops`, each seed's
+    DropEdge mask drawn per step."""
+    graph, features = protocol.dataset.graph, protocol.features
+    optimiser = adam(protocol, batched.parameters())
+
+    def epoch() -> None:
+        batched.train()
+        optimiser.zero_grad()
+        kept = None
+        if drops:
+            kept = torch.zeros(graph.num_edges(), batched.seeds, dtype=torch.bool)
+            for seed, drop in enumerate(drops):
+                kept[drop.kept_edges(graph), seed] = True
+        logits = batched(graph, features, kept)
+        sum(F.cross_entropy(seed_logits[protocol.train_rows], protocol.train_labels) for seed_logits in logits).backward()
+        optimiser.step()
+        batched.eval()
+        with torch.no_grad():
+            batched(graph, features)
+    return epoch
+
+
+@contextlib.contextmanager
+def norm_torch_forms():
+    """PairNorm's and DGN's compiled kernels off meanwhile: their torch forms run instead."""
+    kernels = {(module, name): getattr(module, name) for module, name in NORM_KERNELS.values()}
+    for module, name in kernels:
+        setattr(module, name, lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        for (module, name), kernel in kernels.items():
+            setattr(module, name, kernel)
+
+
+def ratio_text(ratios: list[float]) -> str:
+    """Median of per-round ratios and their range: ``1.25 (1.24-1.30)``."""
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def main() -> None:
@@ -82,88 +177,42 @@ def main() -> None:
         parser.error("--lanes times the seeds without DropEdge (its masks are drawn for --seeds seeds)")
     torch.set_num_threads(1)
     retain_freed_memory(map_large_tensors=False)  # as `lipnorm train` (docs/performance.md, page faults)
-    dataset = data.load_dataset(args.dataset, root=args.data_root, mirror=args.mirror)
-    mask = data.missing_features_mask(dataset.train_mask.numpy(), 100.0, 0)
-    features = data.apply_missing_features(dataset.features, mask)
-    graph, labels = dataset.graph, dataset.labels
-    train_rows = torch.nonzero(dataset.train_mask).squeeze(1)
-    train_labels = labels[train_rows]
-    settings = recipe_defaults("dgn", args.depth, args.dataset, 100.0)
+    protocol = load_protocol(args)
+    graph, features = protocol.dataset.graph, protocol.features
 
-    def models(attention_norm: str, seeds: int | None = None) -> list[LiteratureGAT]:
-        cfg = ModelConfig(
-            model="gat", in_feats=features.shape[1], num_classes=dataset.num_classes, depth=args.depth,
-            heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
-            attn_drop=settings["attn_drop"], batchnorm_momentum=settings["batchnorm_momentum"],
-            dgn_skip_weight=settings["dgn_skip_weight"], recipe="dgn", norm=args.norm, attention_norm=attention_norm,
-        )
-        built = []
-        for seed in range(seeds or args.seeds):
-            torch.manual_seed(seed)
-            built.append(build_model(cfg))
-        return built
-
-    def adam(parameters):
-        return torch.optim.Adam(parameters, lr=settings["lr"], weight_decay=settings["weight_decay"])
-
-    def together(attention_norm: str, seeds: int) -> SeedBatchedGAT:
-        """`seeds` seeds as one network, seed s's stream seeded with s."""
-        batched = SeedBatchedGAT(models(attention_norm, seeds))
-        batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(seeds)])
-        return batched
+    def models(attention_norm: str) -> list[LiteratureGAT]:
+        return literature_models(protocol, args.norm, attention_norm, args.seeds)
 
     def dropedges():
         return [DropEdge(args.dropedge, seed) for seed in range(args.seeds)] if args.dropedge else None
 
-    def separate_epoch(pairs):
+    def separate_epoch(models):
         drops = dropedges()
+        pairs = [(model, adam(protocol, model.parameters())) for model in models]
 
         def epoch() -> None:
             for seed, (model, optimiser) in enumerate(pairs):
                 model.train()
                 optimiser.zero_grad()
                 train_graph = drops[seed].graph_for_epoch(graph) if drops else graph
-                F.cross_entropy(model(train_graph, features)[train_rows], train_labels).backward()
+                F.cross_entropy(model(train_graph, features)[protocol.train_rows], protocol.train_labels).backward()
                 optimiser.step()
                 model.eval()
                 with torch.no_grad():
                     model(graph, features)
         return epoch
 
-    def together_epoch(batched, optimiser):
-        drops = dropedges()
-
-        def epoch() -> None:
-            batched.train()
-            optimiser.zero_grad()
-            kept = None
-            if drops:
-                kept = torch.zeros(graph.num_edges(), batched.seeds, dtype=torch.bool)
-                for seed, drop in enumerate(drops):
-                    kept[drop.kept_edges(graph), seed] = True
-            logits = batched(graph, features, kept)
-            sum(F.cross_entropy(seed_logits[train_rows], train_labels) for seed_logits in logits).backward()
-            optimiser.step()
-            batched.eval()
-            with torch.no_grad():
-                batched(graph, features)
-        return epoch
-
     def without_kernels(epoch):
-        """`epoch` with DGN's grouped BatchNorm in its torch form, as before the kernels
-        (the attention's path is each model's `fused` flag)."""
+        """`epoch` with PairNorm and DGN in their torch forms, as before their kernels (the
+        attention's path is each model's `fused` flag)."""
 
         def run() -> None:
-            kernel = dgn.dgn_output_kernel
-            dgn.dgn_output_kernel = lambda *args, **kwargs: None
-            try:
+            with norm_torch_forms():
                 epoch()
-            finally:
-                dgn.dgn_output_kernel = kernel
         return run
 
     if args.lanes:
-        lanes(args, together, together_epoch, adam)
+        lanes(args, protocol)
         return
     paths = {}
     for attention_norm in ("none", "lip"):
@@ -175,13 +224,13 @@ def main() -> None:
             for layer in copy.layers:
                 layer.fused = False
             dense.append(copy)
-        paths["dense", attention_norm] = without_kernels(separate_epoch([(m, adam(m.parameters())) for m in dense]))
-        paths["lean", attention_norm] = separate_epoch([(m, adam(m.parameters())) for m in lean])
+        paths["dense", attention_norm] = without_kernels(separate_epoch(dense))
+        paths["lean", attention_norm] = separate_epoch(lean)
         for path, fused in (("together-dgl", False), ("together", True)):
-            batched = together(attention_norm, args.seeds)
+            batched = seeds_together(models(attention_norm))
             for layer in batched.layers:
                 layer.fused = fused
-            epoch = together_epoch(batched, adam(batched.parameters()))
+            epoch = together_epoch(protocol, batched, dropedges())
             paths[path, attention_norm] = epoch if fused else without_kernels(epoch)
 
     print_header(args, f"DropEdge {args.dropedge}, S = {args.seeds} seeds")
@@ -192,11 +241,10 @@ def main() -> None:
         for path in PATHS:
             ratios = [d / t for d, t in zip(dense, times[path, norm])]
             print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} {path:12} {statistics.median(times[path, norm]):6.1f} ms"
-                  f"  speed-up over dense {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+                  f"  speed-up over dense {ratio_text(ratios)}")
     for path in PATHS:
         ratios = [lip / plain for lip, plain in zip(times[path, "lip"], times[path, "none"])]
-        print(f"  LipschitzNorm overhead, {path}: GAT-Lip / GAT {statistics.median(ratios):.2f} "
-              f"({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"  LipschitzNorm overhead, {path}: GAT-Lip / GAT {ratio_text(ratios)}")
 
 
 def seed_counts(text: str) -> list[int]:
@@ -233,14 +281,14 @@ def timed_rounds(args, paths: dict, seeds_of) -> dict:
     return times
 
 
-def lanes(args, together, together_epoch, adam) -> None:
+def lanes(args, protocol: Protocol) -> None:
     """`--lanes`: ms per seed-epoch with S seeds as one network, for each S asked for."""
     counts = args.lanes
     paths = {}
     for attention_norm in ("none", "lip"):
         for count in counts:
-            batched = together(attention_norm, count)
-            paths[attention_norm, count] = together_epoch(batched, adam(batched.parameters()))
+            batched = seeds_together(literature_models(protocol, args.norm, attention_norm, count))
+            paths[attention_norm, count] = together_epoch(protocol, batched)
     print_header(args, f"seeds together: {counts}")
     times = timed_rounds(args, paths, lambda key: key[1])
     print(f"ms per seed-epoch, median of rounds; speed-up over {counts[0]} together (range of the per-round ratio):")
@@ -249,8 +297,7 @@ def lanes(args, together, together_epoch, adam) -> None:
         for count in counts:
             ratios = [a / b for a, b in zip(first, times[attention_norm, count])]
             print(f"  {'GAT' if attention_norm == 'none' else 'GAT-Lip':8} {count:3} together "
-                  f"{statistics.median(times[attention_norm, count]):6.1f} ms  speed-up {statistics.median(ratios):.2f} "
-                  f"({min(ratios):.2f}-{max(ratios):.2f})")
+                  f"{statistics.median(times[attention_norm, count]):6.1f} ms  speed-up {ratio_text(ratios)}")
 
 
 if __name__ == "__main__":
