@@ -167,15 +167,19 @@ def _first_order(name: str) -> None:
         )
 
 
-def fusable(graph: dgl.DGLGraph, ft: torch.Tensor) -> bool:
-    """Whether `gat_attention` takes this graph and these projections."""
+def _kernels_take(first: torch.Tensor, *others: torch.Tensor) -> bool:
+    """Whether the kernels take these tensors: on the CPU, of one type they are built for
+    (float32 or float64), and the kernels compiled here and not switched off."""
     return (
-        not graph.is_block
-        and graph.num_src_nodes() == graph.num_dst_nodes()
-        and ft.device.type == "cpu"
-        and ft.dtype in _TYPES
+        first.dtype in _TYPES
+        and all(tensor.device.type == "cpu" and tensor.dtype == first.dtype for tensor in (first, *others))
         and kernel_unavailable() is None
     )
+
+
+def fusable(graph: dgl.DGLGraph, ft: torch.Tensor) -> bool:
+    """Whether `gat_attention` takes this graph and these projections."""
+    return not graph.is_block and graph.num_src_nodes() == graph.num_dst_nodes() and _kernels_take(ft)
 
 
 def _in_edges(graph: dgl.DGLGraph) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], int]:
@@ -336,7 +340,7 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}; expected (N, S, I) and (S, O, I)"
         )
-    if x.device.type != "cpu" or x.dtype not in _TYPES or weight.dtype != x.dtype or kernel_unavailable() is not None:
+    if not _kernels_take(x, weight):
         return torch.einsum("nsi,soi->nso", x, weight)
     return _GroupedLinear.apply(x, weight)
 
@@ -432,10 +436,7 @@ def dgn_output_kernel(
     float64 (the batch's where `running` is None, else `running` = (mean, var) as given),
     for its caller's running-statistics update; None where the kernel does not apply
     (then the caller takes its torch path)."""
-    if (
-        h.device.type != "cpu" or h.dtype not in _TYPES or assignment.dtype != h.dtype
-        or kernel_unavailable() is not None
-    ):
+    if not _kernels_take(h, assignment):
         return None
     running_mean, running_var = running if running is not None else (None, None)
     return _DGNOutput.apply(assignment, h, weight, bias, running_mean, running_var, eps, float(skip_weight))
@@ -479,6 +480,6 @@ class _PairNorm(torch.autograd.Function):
 def pairnorm_kernel(x: torch.Tensor, scale: float, eps: float) -> torch.Tensor | None:
     """PairNorm's "PN" of S sets `x` `(N, S, W)` (`lipnorm.nn.norm.pairnorm.pairnorm_pn`) in
     the compiled kernel; None where it does not apply (then the caller takes its torch path)."""
-    if x.device.type != "cpu" or x.dtype not in _TYPES or kernel_unavailable() is not None:
+    if not _kernels_take(x):
         return None
     return _PairNorm.apply(x, float(scale), float(eps))
