@@ -187,6 +187,42 @@ def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypat
     assert "diverged at epoch 3" in (tmp_path / "together" / "s1" / "train.log").read_text()
 
 
+def test_a_seed_diverging_between_logged_epochs_keeps_that_epochs_norms(tmp_path, monkeypatch):
+    """Output norms are measured for the epochs that record them only: a logged epoch (1
+    and 3 here), or one where a seed diverges (epoch 2, seed 1's weights made NaN before
+    its step): that run keeps epoch 2's gradient and output norms, as its separate run
+    poisoned alike keeps them."""
+    config = literature(tmp_path, model="gat-lip", epochs=4)
+    real_group_step, real_step = seed_group.SeedGroup._train_step, Trainer.train_step
+    calls = {"together": 0, "alone": 0}
+
+    def poisoned_group_step(self):
+        calls["together"] += 1
+        if calls["together"] == 2:
+            tensor, index = self.model.seed_views(1)["layers.1.fc.weight"]
+            with torch.no_grad():
+                tensor[index] = float("nan")
+        return real_group_step(self)
+
+    def poisoned_step(self, *args, **kwargs):
+        calls["alone"] += 1
+        if calls["alone"] == 2:
+            with torch.no_grad():
+                self.model.layers[1].fc.weight.fill_(float("nan"))
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", poisoned_group_step)
+    summaries = seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
+    monkeypatch.setattr(Trainer, "train_step", poisoned_step)
+    (alone,) = separate_runs(config, [1], tmp_path)
+    together = tmp_path / "together" / "s1"
+    assert_same_run(together, alone)
+    for name in ("outnorms", "gradnorms"):
+        assert sorted(set(pd.read_parquet(together / f"{name}.parquet")["epoch"])) == [1, 2], name
+    assert sorted(set(pd.read_parquet(tmp_path / "together" / "s0" / "outnorms.parquet")["epoch"])) == [1, 3]
+
+
 @contextlib.contextmanager
 def sigterm_at_step(monkeypatch, step: int):
     """Meanwhile the group's training step number `step` sends this process SIGTERM

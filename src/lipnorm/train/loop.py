@@ -117,7 +117,7 @@ def record_epoch(
     elif with_stats:
         history.layerstats += trainer.layer_stats.rows(epoch)
         history.stats_epoch = epoch
-    diverged = not math.isfinite(val_loss)
+    diverged = not step.converging
     # The diverged epoch's gradient norms are kept whatever the interval: they show
     # what blew up.
     if logged_epoch(config, epoch) or diverged:

@@ -44,7 +44,7 @@ from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_
 from lipnorm.train.run_directory import RunDirectory, train_run
 from lipnorm.train.seed_plan import settings_reason
 from lipnorm.train.targets import seed_configs
-from lipnorm.train.trainer import StepResult, compute_metric, gather
+from lipnorm.train.trainer import Epoch, StepResult, compute_metric, gather
 
 __all__ = ["run_seeds", "SeedGroup"]
 
@@ -159,9 +159,9 @@ class SeedGroup:
                     buffer[index] = part[key]
                 state[key] = buffer
             self.optimizer.state[batched] = state
-        self.output_norms: list[torch.Tensor] = []
+        self.layer_outputs: list[torch.Tensor] = []  # the training forward's, until its epoch is recorded
         for layer in self.model.layers:
-            layer.register_forward_hook(self._keep_output_norms)
+            layer.register_forward_hook(self._keep_output)
 
     def _seed_major_gradients(self) -> list[torch.Tensor] | None:
         """The batched parameters, in the order of each run's `GradientNorms.params`, if
@@ -251,12 +251,20 @@ class SeedGroup:
 
     # --- an epoch ------------------------------------------------------------------------
 
-    def _keep_output_norms(self, module, inputs, output) -> None:
-        if self.model.training:  # the separate runs' OutputNorms: the training forward's
+    def _keep_output(self, module, inputs, output) -> None:
+        if self.model.training:  # the separate runs' OutputNorms measure the training forward's
+            self.layer_outputs.append(output.detach())
+
+    def _output_norms(self) -> torch.Tensor:
+        """`(S, layers)` float64: each seed's norm of each layer's output in this epoch's
+        training forward, as its separate run's `OutputNorms` measures them."""
+        norms = []
+        for output in self.layer_outputs:
             # Column sums of squares, then each seed's columns: a contiguous reduction,
             # where a norm over dims (0, 2) of (N, S, W) takes 5x longer.
-            columns = output.detach().reshape(output.shape[0], -1).square().sum(dim=0)
-            self.output_norms.append(columns.view(len(self.jobs), -1).sum(dim=1).sqrt())
+            columns = output.reshape(output.shape[0], -1).square().sum(dim=0)
+            norms.append(columns.view(len(self.jobs), -1).sum(dim=1).sqrt())
+        return torch.stack(norms).double().t()
 
     def _per_seed_loss(self, logits: torch.Tensor, split: int) -> torch.Tensor:
         """`(S,)` each seed's mean loss on the rows of `split`, in one call."""
@@ -283,12 +291,11 @@ class SeedGroup:
     def _train_step(self) -> list[StepResult]:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        self.output_norms.clear()
+        self.layer_outputs.clear()
         losses = self._per_seed_loss(self.model(self.graph, self.features, self._kept_edges()), 0)
         losses[torch.tensor(self.active)].sum().backward()
-        output_norms = torch.stack(self.output_norms).double()  # (layers, S)
-        steps = [
-            None if norms is None else StepResult(losses[seed].detach(), norms, output_norms[:, seed])
+        steps = [  # the output norms measured once the epoch says it records them (`_epochs`)
+            None if norms is None else StepResult(losses[seed].detach(), norms, None)
             for seed, norms in enumerate(self._gradient_norms())
         ]
         self.optimizer.step()
@@ -318,6 +325,16 @@ class SeedGroup:
             )])
             for seed, seed_logits in enumerate(logits)
         ])
+
+    def _epochs(self, steps: list[StepResult | None], evaluations: torch.Tensor, logged: bool) -> list[Epoch | None]:
+        """Each active seed's epoch on the host (`gather`), with its layers' output norms
+        where `record_epoch` records them: a logged epoch, or one where a seed diverged."""
+        epochs = [None if step is None else gather(step, evaluation) for step, evaluation in zip(steps, evaluations)]
+        if logged or any(epoch is not None and not epoch.converging for epoch in epochs):
+            norms = self._output_norms().tolist()
+            epochs = [None if epoch is None else epoch._replace(output_norms=norms[seed]) for seed, epoch in enumerate(epochs)]
+        self.layer_outputs.clear()
+        return epochs
 
     def train(self) -> list[dict[str, Any]]:
         """Train every seed to its end and write its run directory; the summaries."""
@@ -361,13 +378,12 @@ class SeedGroup:
             epoch_start = time.perf_counter()
             lr = self.optimizer.param_groups[0]["lr"]
             with_stats = logged_epoch(config, epoch) and config.layer_stats
-            steps = self._train_step()
-            evaluations = list(self._evaluate(layer_stats=with_stats))
+            steps = self._epochs(self._train_step(), self._evaluate(layer_stats=with_stats), logged_epoch(config, epoch))
             share = (time.perf_counter() - epoch_start) / sum(self.active)
             for seed, job in enumerate(self.jobs):
                 if not self.active[seed]:
                     continue
-                step = gather(steps[seed], evaluations[seed])
+                step = steps[seed]
                 ended = record_epoch(config, job.trainer, job.history, epoch, step, lr, share, with_stats, job.logger)
                 if ended:
                     if job.history.diverged_epoch is not None:

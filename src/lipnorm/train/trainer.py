@@ -169,6 +169,11 @@ class Epoch(NamedTuple):
         """Loss and gradient norms finite (else the run has diverged at this step)."""
         return math.isfinite(self.loss) and all(map(math.isfinite, self.grad_norms))
 
+    @property
+    def converging(self) -> bool:
+        """Step and evaluation finite: False where `record_epoch` ends the run as diverged."""
+        return self.finite and math.isfinite(self.val_loss)
+
 
 def gather(step: StepResult, evaluation: torch.Tensor) -> Epoch:
     """The step's and the evaluation's tensors copied to the host at once: the one host
