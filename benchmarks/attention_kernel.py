@@ -6,10 +6,11 @@ from `kernels.c` at git revision `--against` run in turn, round by round in one 
 behind the same Python wrapper (`lipnorm.nn.fused.gat_attention`): so the two sources
 must take the same arguments (a change of the kernels' signatures needs a benchmark of
 its own). Timed per call on the literature protocol's shape (Cora, S seeds x 1 head x 16
-features, attention dropout 0.6): the evaluation forward (no autograd) and the training
-forward and backward, plain and with LipschitzNorm. CPU time of this process, so that
-another job on the machine moves the figures less than wall time would; the ratio is
-taken round by round. The outputs and gradients of both are compared first.
+features, attention dropout 0.6; `--dim 7`: its output layer's size on Cora): the
+evaluation forward (no autograd) and the training forward and backward, plain and with
+LipschitzNorm. CPU time of this process, so that another job on the machine moves the
+figures less than wall time would; the ratio is taken round by round. The outputs and
+gradients of both are compared first.
 
     python benchmarks/attention_kernel.py --against HEAD~1 --mirror ../shared/datasets
 """
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--against", required=True, help="git revision whose kernels.c is the baseline")
     parser.add_argument("--dataset", default="cora")
     parser.add_argument("--seeds", type=int, default=5, help="groups of the call (seeds x 1 head)")
+    parser.add_argument("--dim", type=int, default=16, help="features per group: 16 (a hidden layer), 7 (Cora's output layer)")
     parser.add_argument("--calls", type=int, default=30, help="calls timed per round, kernel and case")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--data-root", default="resources/datasets")
@@ -67,10 +69,10 @@ def main() -> None:
     graph = dgl.add_self_loop(dgl.remove_self_loop(dataset.graph))
     generator = torch.Generator().manual_seed(0)
     nodes, groups, edges = graph.num_nodes(), args.seeds, graph.num_edges()
-    ft = torch.randn(nodes, groups, 16, generator=generator, requires_grad=True)
-    attn_l, attn_r = (torch.randn(groups, 16, generator=generator, requires_grad=True) for _ in range(2))
+    ft = torch.randn(nodes, groups, args.dim, generator=generator, requires_grad=True)
+    attn_l, attn_r = (torch.randn(groups, args.dim, generator=generator, requires_grad=True) for _ in range(2))
     drop = (torch.rand(groups, edges, 1, generator=generator) > 0.6).float() / 0.4
-    grad_out = torch.randn(nodes, groups, 16, generator=generator)
+    grad_out = torch.randn(nodes, groups, args.dim, generator=generator)
     mine = fused._library()
     if isinstance(mine, str):
         raise SystemExit(f"cannot build this checkout's kernels: {mine}")
@@ -88,7 +90,7 @@ def main() -> None:
         cases = [(norm, case) for norm in ("none", "lip") for case in ("eval", "train")]
         print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} ({nodes} nodes, {edges} "
-              f"edges), {groups} groups x 16, this checkout against {args.against}")
+              f"edges), {groups} groups x {args.dim}, this checkout against {args.against}")
         for norm, case in cases:
             this, other = (call(libraries[name], norm, case) for name in libraries)
             worst = max(float(((a - b).abs() / (b.abs().max() + 1e-30)).max()) for a, b in zip(this, other))

@@ -58,8 +58,12 @@ def test_the_kernel_builds_here():
 
 @pytest.mark.parametrize(
     "dtype, inputs, out_feats",
-    [(torch.float64, kind, 3) for kind in INPUTS] + [(torch.float32, "random", 16), (torch.float32, "wide", 16)],
-    ids=[f"f64-{kind}" for kind in INPUTS] + ["f32-random-D16", "f32-wide-D16"],
+    [(torch.float64, kind, 3) for kind in INPUTS]
+    + [(torch.float32, "random", 16), (torch.float32, "wide", 16)]
+    # the sizes compiled apart besides 16: the output layer's on Cora and CiteSeer
+    + [(dtype, "random", size) for dtype in (torch.float64, torch.float32) for size in (7, 6)],
+    ids=[f"f64-{kind}" for kind in INPUTS] + ["f32-random-D16", "f32-wide-D16"]
+    + [f"{name}-random-D{size}" for name in ("f64", "f32") for size in (7, 6)],
 )
 @pytest.mark.parametrize("norm, alpha", [("none", 1.0), ("lip", 1.0), ("lip", 0.3)])
 @pytest.mark.parametrize("num_heads", [1, 3])
@@ -265,7 +269,8 @@ def test_the_build_leaves_only_the_library_in_its_cache(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("groups, size_in, size_out", [(1, 16, 16), (5, 16, 16), (3, 7, 2)])
+# 16 -> 16, 7 and 6 are compiled apart (a hidden layer; the output layer on Cora, CiteSeer)
+@pytest.mark.parametrize("groups, size_in, size_out", [(1, 16, 16), (5, 16, 16), (5, 16, 7), (2, 16, 6), (3, 7, 2), (2, 7, 16)])
 def test_grouped_linear_equals_each_groups_own_product(groups, size_in, size_out, dtype):
     torch.manual_seed(7)
     x = torch.randn(40, groups, size_in, dtype=dtype, requires_grad=True)
@@ -289,7 +294,7 @@ def test_grouped_linear_gradcheck_and_bad_shapes():
         grouped_linear(x, torch.randn(3, 4, 3, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("width", [4, 16])  # 16, the grids' width, is compiled apart
+@pytest.mark.parametrize("width", [4, 6, 7, 16])  # 6, 7 and 16, the grids' widths, are compiled apart
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
 @pytest.mark.parametrize("batch", [True, False], ids=["batch-statistics", "running-statistics"])
 def test_dgn_kernel_gradcheck(batch, affine, width):

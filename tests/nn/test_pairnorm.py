@@ -106,7 +106,7 @@ def test_bad_arguments_are_rejected(kwargs, message):
         PairNorm(**kwargs)
 
 
-@pytest.mark.parametrize("width", [4, 16])
+@pytest.mark.parametrize("width", [4, 6, 7, 16])  # 6, 7 and 16, the grids' widths, are compiled apart
 @pytest.mark.parametrize("sets", [1, 3])
 def test_pn_kernel_gradcheck(sets, width):
     """The compiled "PN" of S sets side by side: float64 gradients against finite

@@ -16,6 +16,15 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifndef LIPNORM_GRID_SIZES
+#define LIPNORM_GRID_SIZES
+/* CALL(size) with the grids' sizes compiled apart, their loops over the features unrolled:
+ * 16 (the hidden layers' width), 7 and 6 (the output layer's on Cora and CiteSeer, for
+ * which loops over a runtime size took about twice a hidden layer's time). */
+#define FOR_GRID_SIZES(size, CALL) \
+    switch (size) { case 16: CALL(16); break; case 7: CALL(7); break; case 6: CALL(6); break; default: CALL(size); }
+#endif
+
 /* The attention's a . b and y += w x over n values, in SIMD lanes, with fused multiply-adds. */
 static inline REAL dot_SFX(const REAL *restrict a, const REAL *restrict b, int64_t n) {
     REAL s = 0;
@@ -160,14 +169,15 @@ static inline __attribute__((always_inline)) void forward_body_SFX(
     }
 }
 
-/* D = 16 (the grids' hidden size) compiled apart: its dot products and sums unrolled. */
+/* The grids' sizes D compiled apart (FOR_GRID_SIZES). */
 void gat_attention_forward_SFX(
     COMMON_PARAMETERS
     REAL *el, REAL *er, REAL *sq, REAL *maxsq, REAL *scale, int64_t *argmax,
     REAL *att, REAL *out)
 {
-    if (D == 16) forward_body_SFX(COMMON_ARGUMENTS(16) el, er, sq, maxsq, scale, argmax, att, out);
-    else forward_body_SFX(COMMON_ARGUMENTS(D) el, er, sq, maxsq, scale, argmax, att, out);
+#define FORWARD(d) forward_body_SFX(COMMON_ARGUMENTS(d) el, er, sq, maxsq, scale, argmax, att, out)
+    FOR_GRID_SIZES(D, FORWARD)
+#undef FORWARD
 }
 
 /* Backward: grad_ft (N, G, D), grad_attn_l and grad_attn_r (G, D) are written (not
@@ -279,12 +289,10 @@ void gat_attention_backward_SFX(
     const REAL *att, const REAL *grad_out,
     REAL *grad_ft, REAL *grad_attn_l, REAL *grad_attn_r, REAL *work)
 {
-    if (D == 16)
-        backward_body_SFX(COMMON_ARGUMENTS(16) el, er, sq, maxsq, scale, argmax, att, grad_out, grad_ft, grad_attn_l,
-                          grad_attn_r, work);
-    else
-        backward_body_SFX(COMMON_ARGUMENTS(D) el, er, sq, maxsq, scale, argmax, att, grad_out, grad_ft, grad_attn_l,
-                          grad_attn_r, work);
+#define BACKWARD(d) backward_body_SFX(COMMON_ARGUMENTS(d) el, er, sq, maxsq, scale, argmax, att, grad_out, grad_ft, \
+                                      grad_attn_l, grad_attn_r, work)
+    FOR_GRID_SIZES(D, BACKWARD)
+#undef BACKWARD
 }
 
 #undef COMMON_PARAMETERS
@@ -308,8 +316,12 @@ static inline __attribute__((always_inline)) void linear_forward_body_SFX(int64_
 void grouped_linear_forward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
                                 const REAL *restrict x, const REAL *restrict weight_t, REAL *restrict out)
 {
-    if (I == 16 && O == 16) linear_forward_body_SFX(N, S, 16, 16, x, weight_t, out);
-    else linear_forward_body_SFX(N, S, I, O, x, weight_t, out);
+    /* from the hidden width I = 16 to the grids' sizes (FOR_GRID_SIZES) compiled apart */
+#define FORWARD(o) linear_forward_body_SFX(N, S, I, o, x, weight_t, out)
+#define FROM_HIDDEN(o) if (I == 16) linear_forward_body_SFX(N, S, 16, o, x, weight_t, out); else FORWARD(o)
+    FOR_GRID_SIZES(O, FROM_HIDDEN)
+#undef FROM_HIDDEN
+#undef FORWARD
 }
 
 /* grad_x (N, S, I) and grad_weight (S, O, I), written. */
@@ -335,8 +347,12 @@ void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
                                  const REAL *restrict x, const REAL *restrict weight, const REAL *restrict grad_out,
                                  REAL *restrict grad_x, REAL *restrict grad_weight)
 {
-    if (I == 16 && O == 16) linear_backward_body_SFX(N, S, 16, 16, x, weight, grad_out, grad_x, grad_weight);
-    else linear_backward_body_SFX(N, S, I, O, x, weight, grad_out, grad_x, grad_weight);
+#define BACKWARD(o) linear_backward_body_SFX(N, S, I, o, x, weight, grad_out, grad_x, grad_weight)
+#define FROM_HIDDEN(o) if (I == 16) linear_backward_body_SFX(N, S, 16, o, x, weight, grad_out, grad_x, grad_weight); \
+                       else BACKWARD(o)
+    FOR_GRID_SIZES(O, FROM_HIDDEN)
+#undef FROM_HIDDEN
+#undef BACKWARD
 }
 
 /* DGN's output x + lambda sum_g BatchNorm(a_g * x) for S sets side by side
@@ -344,7 +360,7 @@ void grouped_linear_backward_SFX(int64_t N, int64_t S, int64_t I, int64_t O,
  * per (s, g, w) statistics and factors in double (their terms can cancel: a column of
  * near-constant features), lambda folded into the factors by the caller. A sum over the
  * nodes per (s, g) runs with its W sums in registers (g outer, n inner); a per-node
- * result with its W values in registers (n outer). W = 16 (the grids' width) compiled apart. */
+ * result with its W values in registers (n outer). The grids' widths compiled apart (FOR_GRID_SIZES). */
 
 /* sum1 = sum_n a x and sum2 = sum_n (a x)^2, each (S, G, W), written; where grad_out is
  * given, the backward's sums instead: sum1 = sum_n a x grad_out, sum2 = sum_n grad_out
@@ -384,8 +400,9 @@ static inline __attribute__((always_inline)) void dgn_sums_body_SFX(
 void dgn_sums_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
                   const REAL *grad_out, double *sum1, double *sum2)
 {
-    if (W == 16) dgn_sums_body_SFX(N, S, G, 16, a, x, grad_out, sum1, sum2);
-    else dgn_sums_body_SFX(N, S, G, W, a, x, grad_out, sum1, sum2);
+#define SUMS(w) dgn_sums_body_SFX(N, S, G, w, a, x, grad_out, sum1, sum2)
+    FOR_GRID_SIZES(W, SUMS)
+#undef SUMS
 }
 
 /* out = x * (1 + sum_g a_g scale_g) + shift_sum: scale (S, G, W), shift_sum (S, W). */
@@ -414,8 +431,9 @@ static inline __attribute__((always_inline)) void dgn_apply_body_SFX(
 void dgn_apply_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a, const REAL *x,
                    const double *scale, const double *shift_sum, REAL *out)
 {
-    if (W == 16) dgn_apply_body_SFX(N, S, G, 16, a, x, scale, shift_sum, out);
-    else dgn_apply_body_SFX(N, S, G, W, a, x, scale, shift_sum, out);
+#define APPLY(w) dgn_apply_body_SFX(N, S, G, w, a, x, scale, shift_sum, out)
+    FOR_GRID_SIZES(W, APPLY)
+#undef APPLY
 }
 
 /* Backward of dgn_apply into x and a, in one pass: grad_x (N, S, W) and grad_a (S, G, N),
@@ -469,8 +487,9 @@ void dgn_backward_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a,
                       const double *scale, const REAL *grad_out, const double *k1, const double *k2,
                       REAL *grad_x, REAL *grad_a)
 {
-    if (W == 16) dgn_backward_body_SFX(N, S, G, 16, a, x, scale, grad_out, k1, k2, grad_x, grad_a);
-    else dgn_backward_body_SFX(N, S, G, W, a, x, scale, grad_out, k1, k2, grad_x, grad_a);
+#define BACKWARD(w) dgn_backward_body_SFX(N, S, G, w, a, x, scale, grad_out, k1, k2, grad_x, grad_a)
+    FOR_GRID_SIZES(W, BACKWARD)
+#undef BACKWARD
 }
 
 /* PairNorm "PN" for S sets side by side (lipnorm.nn.norm.pairnorm.pairnorm_pn has the
@@ -478,8 +497,8 @@ void dgn_backward_SFX(int64_t N, int64_t S, int64_t G, int64_t W, const REAL *a,
  * 1 / sqrt(eps + mean_n ||x_n - mean||^2) (S) in double, its centred squares summed after
  * the mean is known (the rows of a deep network's layer can be all but equal: the squares
  * of the raw values would cancel). Writes mean, inv and out = scale (x - mean) inv. */
-void pairnorm_forward_SFX(int64_t N, int64_t S, int64_t W, const REAL *x, double scale, double eps,
-                          double *mean, double *inv, REAL *out)
+static inline __attribute__((always_inline)) void pairnorm_forward_body_SFX(
+    int64_t N, int64_t S, int64_t W, const REAL *x, double scale, double eps, double *mean, double *inv, REAL *out)
 {
     const int64_t C = S * W;
     for (int64_t c = 0; c < C; ++c) mean[c] = 0;
@@ -512,8 +531,9 @@ void pairnorm_forward_SFX(int64_t N, int64_t S, int64_t W, const REAL *x, double
 
 /* Its backward: with c = x - mean, g = grad_out and k = sum_n g . c per set,
  * grad_x = scale inv (g - mean_n g) - scale k inv^3 / N c (the mean of c over the nodes is 0). */
-void pairnorm_backward_SFX(int64_t N, int64_t S, int64_t W, const REAL *x, const REAL *grad_out, double scale,
-                           const double *mean, const double *inv, double *work, REAL *grad_x)
+static inline __attribute__((always_inline)) void pairnorm_backward_body_SFX(
+    int64_t N, int64_t S, int64_t W, const REAL *x, const REAL *grad_out, double scale,
+    const double *mean, const double *inv, double *work, REAL *grad_x)
 {
     const int64_t C = S * W;
     double *restrict grad_mean = work, *restrict k = work + C; /* (S, W), (S) */
@@ -539,4 +559,21 @@ void pairnorm_backward_SFX(int64_t N, int64_t S, int64_t W, const REAL *x, const
 #pragma omp simd
             for (int64_t w = 0; w < W; ++w) out[w] = (REAL)(direct * (g[w] - gm[w]) - through_inv * (row[w] - mu[w]));
         }
+}
+
+/* The grids' widths compiled apart (FOR_GRID_SIZES). */
+void pairnorm_forward_SFX(int64_t N, int64_t S, int64_t W, const REAL *x, double scale, double eps,
+                          double *mean, double *inv, REAL *out)
+{
+#define FORWARD(w) pairnorm_forward_body_SFX(N, S, w, x, scale, eps, mean, inv, out)
+    FOR_GRID_SIZES(W, FORWARD)
+#undef FORWARD
+}
+
+void pairnorm_backward_SFX(int64_t N, int64_t S, int64_t W, const REAL *x, const REAL *grad_out, double scale,
+                           const double *mean, const double *inv, double *work, REAL *grad_x)
+{
+#define BACKWARD(w) pairnorm_backward_body_SFX(N, S, w, x, grad_out, scale, mean, inv, work, grad_x)
+    FOR_GRID_SIZES(W, BACKWARD)
+#undef BACKWARD
 }
