@@ -377,14 +377,16 @@ class SeedGroup:
                 break
             epoch_start = time.perf_counter()
             lr = self.optimizer.param_groups[0]["lr"]
-            with_stats = logged_epoch(config, epoch) and config.layer_stats
-            steps = self._epochs(self._train_step(), self._evaluate(layer_stats=with_stats), logged_epoch(config, epoch))
+            logged = logged_epoch(config, epoch)
+            with_stats = logged and config.layer_stats
+            gathered = self._epochs(self._train_step(), self._evaluate(layer_stats=with_stats), logged)
             share = (time.perf_counter() - epoch_start) / sum(self.active)
             for seed, job in enumerate(self.jobs):
                 if not self.active[seed]:
                     continue
-                step = steps[seed]
-                ended = record_epoch(config, job.trainer, job.history, epoch, step, lr, share, with_stats, job.logger)
+                ended = record_epoch(
+                    config, job.trainer, job.history, epoch, gathered[seed], lr, share, with_stats, job.logger
+                )
                 if ended:
                     if job.history.diverged_epoch is not None:
                         self._retire(seed)
