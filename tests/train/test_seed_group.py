@@ -160,23 +160,29 @@ def test_a_network_the_factory_refuses_falls_back_with_its_reason(tmp_path):
     assert "cannot batch these seeds: DeepGAT is not the literature GAT (recipe dgn)" in log
 
 
-def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypatch):
-    """Seed 1's weights made NaN before its third step: its run ends there, diverged,
-    with its first two epochs; seed 0's run is its separate run's in every number,
-    untouched by the other's NaN (no operation mixes the seeds)."""
-    config = literature(tmp_path, model="gat-lip-dgn", epochs=5)
+def poison_seed_before_step(monkeypatch, seed: int, step: int) -> None:
+    """The group's training step number `step` first makes seed `seed`'s second layer's
+    weights NaN (a diverging seed), the other seeds' left as they are."""
     real_step = seed_group.SeedGroup._train_step
     calls = {"n": 0}
 
     def poison_then_step(self):
         calls["n"] += 1
-        if calls["n"] == 3:
-            tensor, index = self.model.seed_views(1)["layers.1.fc.weight"]
+        if calls["n"] == step:
+            tensor, index = self.model.seed_views(seed)["layers.1.fc.weight"]
             with torch.no_grad():
                 tensor[index] = float("nan")
         return real_step(self)
 
     monkeypatch.setattr(seed_group.SeedGroup, "_train_step", poison_then_step)
+
+
+def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypatch):
+    """Seed 1's weights made NaN before its third step: its run ends there, diverged,
+    with its first two epochs; seed 0's run is its separate run's in every number,
+    untouched by the other's NaN (no operation mixes the seeds)."""
+    config = literature(tmp_path, model="gat-lip-dgn", epochs=5)
+    poison_seed_before_step(monkeypatch, seed=1, step=3)
     summaries = seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
     assert summaries[1]["diverged_epoch"] == 3 and summaries[1]["epochs_run"] == 2
@@ -193,25 +199,17 @@ def test_a_seed_diverging_between_logged_epochs_keeps_that_epochs_norms(tmp_path
     its step): that run keeps epoch 2's gradient and output norms, as its separate run
     poisoned alike keeps them."""
     config = literature(tmp_path, model="gat-lip", epochs=4)
-    real_group_step, real_step = seed_group.SeedGroup._train_step, Trainer.train_step
-    calls = {"together": 0, "alone": 0}
-
-    def poisoned_group_step(self):
-        calls["together"] += 1
-        if calls["together"] == 2:
-            tensor, index = self.model.seed_views(1)["layers.1.fc.weight"]
-            with torch.no_grad():
-                tensor[index] = float("nan")
-        return real_group_step(self)
+    real_step = Trainer.train_step
+    calls = {"n": 0}
 
     def poisoned_step(self, *args, **kwargs):
-        calls["alone"] += 1
-        if calls["alone"] == 2:
+        calls["n"] += 1
+        if calls["n"] == 2:
             with torch.no_grad():
                 self.model.layers[1].fc.weight.fill_(float("nan"))
         return real_step(self, *args, **kwargs)
 
-    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", poisoned_group_step)
+    poison_seed_before_step(monkeypatch, seed=1, step=2)
     summaries = seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
     monkeypatch.setattr(Trainer, "train_step", poisoned_step)
