@@ -27,6 +27,7 @@ import time
 import torch
 
 from lipnorm.nn import fused
+from lipnorm.train.tuning import retain_freed_memory
 from seed_batching import load_protocol, literature_models, print_header, seeds_together, together_epoch
 
 # The literature grid (docs/workflow.md): per dataset, GAT and GAT-Lip x 7 arms x 5 seeds at
@@ -69,11 +70,10 @@ def main() -> None:
     if len(depths) < 2 or depths[0] < 1:
         raise SystemExit(f"--depths {args.depths!r}: give at least two depths >= 1")
     torch.set_num_threads(1)
-    from lipnorm.train.tuning import retain_freed_memory
-
     retain_freed_memory()  # as `lipnorm train`
-    if fused.kernel_unavailable() is not None:
-        raise SystemExit(f"no compiled kernels here: {fused.kernel_unavailable()}")
+    reason = fused.kernel_unavailable()
+    if reason is not None:
+        raise SystemExit(f"no compiled kernels here: {reason}")
     kernels, library = fused._library(), fused._library
     epochs = {}
     for depth in depths:
