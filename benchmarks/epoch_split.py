@@ -70,6 +70,7 @@ def fit(depths: list[int], times: list[float]) -> tuple[float, float]:
 
 
 def names(text: str) -> list[str]:
+    """The names of a comma-separated option."""
     return [name for name in text.split(",") if name]
 
 
@@ -140,9 +141,10 @@ def grid_estimate(lines: dict[tuple[str, str, str], dict[str, tuple[float, float
         GRID_DATASETS, GRID_ATTENTION_NORMS, GRID_ARMS.items()
     ):
         total, floor = cost(dataset, norm, attention_norm)
-        runs = arms * GRID_SEEDS * GRID_EPOCHS / 1000 / 3600  # ms -> CPU-hours, per run of each depth
-        hours += total * runs
-        floor_hours += floor * runs
+        # each of these arms' seeds runs every depth for GRID_EPOCHS epochs; ms -> hours
+        seed_epochs_in_hours = arms * GRID_SEEDS * GRID_EPOCHS / 1000 / 3600
+        hours += total * seed_epochs_in_hours
+        floor_hours += floor * seed_epochs_in_hours
     per_run_epoch = budget * 3600 * 1000 / (GRID_RUNS * GRID_EPOCHS)
     print(f"the literature grid ({GRID_RUNS} runs of {GRID_EPOCHS} epochs; the arms without a normalisation as "
           f"'none', what was not timed as the mean of what was): {hours:.1f} CPU-hours of epochs, start-up and "
