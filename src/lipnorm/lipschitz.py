@@ -48,7 +48,7 @@ from lipnorm.dgl_private import twice_differentiable_edge_softmax
 from lipnorm.io import atomic_path, write_parquet
 from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.conv.gt import GTConv
-from lipnorm.nn.fused import kernels_off
+from lipnorm.kernels import kernels_off
 
 # Model name -> (layer class, its `norm`).
 PROBE_MODELS = {

@@ -15,8 +15,9 @@ import pytest
 import torch
 from torch import nn
 
+from lipnorm import kernels
+
 from lipnorm.nn.norm.batchnorm import BatchNorm
-from lipnorm.nn.norm import dgn
 from lipnorm.nn.norm.dgn import DiffGroupNorm
 
 EPS = 1e-5
@@ -206,12 +207,8 @@ def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix
 ):
     """`dgn_output` (no (N, G * W) matrix), in the compiled kernel and by its
     torch products, against BatchNorm1d over that matrix."""
-    kernel_calls = []
-    terms = dgn.dgn_output_kernel
-    monkeypatch.setattr(
-        dgn, "dgn_output_kernel",
-        lambda *args, **kwargs: kernel_calls.append(1) or terms(*args, **kwargs) if fused else None,
-    )
+    monkeypatch.setenv("LIPNORM_KERNELS", "on" if fused else "off")
+    kernels.reset(paths_only=True)
     torch.manual_seed(3)
     num_groups, nodes = 4, 30
     norm = DiffGroupNorm(width, num_groups=num_groups, skip_weight=0.5).to(dtype)
@@ -239,4 +236,4 @@ def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix
         torch.testing.assert_close(a, b, rtol=tolerance, atol=tolerance)
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         torch.testing.assert_close(getattr(norm.bn, name), getattr(reference.bn, name), rtol=tolerance, atol=tolerance)
-    assert bool(kernel_calls) is fused
+    assert kernels.record()["paths"] == {"dgn": ["compiled" if fused else "torch"]}

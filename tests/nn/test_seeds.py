@@ -58,7 +58,7 @@ INPUTS = {"dense": lambda: features(), "erased-rows": lambda: features() * (torc
           "all-zero": lambda: torch.zeros(NUM_NODES, IN_FEATS)}
 
 
-# The seeds' hidden projections sum in the kernel's order (`lipnorm.nn.fused.grouped_linear`),
+# The seeds' hidden projections sum in the kernel's order (`lipnorm.kernels.grouped_linear`),
 # the separate runs' in BLAS's: float32 rounding (~1e-7), which the "dgn" case's BatchNorm
 # over near-constant group columns (skip weight 0.5) magnifies to ~3e-5 on logits of ~1.
 LOGITS_TOLERANCE = {"rtol": 1e-4, "atol": 5e-5}

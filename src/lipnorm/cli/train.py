@@ -115,7 +115,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "deep-GNN literature's GAT protocol of DGN's code: 1 x 16, no Linear layers, 1000 "
         "epochs, best validation epoch, their lr and weight decay per dataset; docs/training.md)",
     )
+    train.epilog = KERNELS_HELP
+    train.formatter_class = argparse.RawDescriptionHelpFormatter
     train.set_defaults(handler=_train)
+
+
+KERNELS_HELP = """\
+compiled kernels (environment):
+  LIPNORM_KERNELS=auto   build the CPU kernels on first use; where they cannot be built or
+                         loaded, warn once (naming why and the fix) and take the torch and
+                         DGL paths (default)
+  LIPNORM_KERNELS=on     refuse to start without the kernels (a grid planned on them)
+  LIPNORM_KERNELS=off    never build them; the torch and DGL paths
+  The run's summary.json records which path each kernel family took, the CPU, the compiler
+  and the flags (docs/layers.md, "Compiled kernels").
+"""
 
 
 def _seed_list(text: str) -> list[int]:
@@ -140,6 +154,13 @@ def _train(args: argparse.Namespace) -> int:
         raise ValueError("--seed and --seeds exclude each other: give every seed in --seeds")
     config = load_config(args.config, overrides)
     run_targets(config, args.out, args.seeds, args.overwrite)
+
+    from lipnorm import kernels
+
+    try:
+        kernels.require()  # LIPNORM_KERNELS=on: the kernels load, or nothing runs
+    except kernels.KernelsUnavailable as error:
+        raise ValueError(str(error)) from None
 
     from lipnorm.train import run
     from lipnorm.train.run_state import RunInterrupted

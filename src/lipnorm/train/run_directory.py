@@ -29,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 import lipnorm
+from lipnorm import kernels
 from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.settings.train_config import RESUME_INDIFFERENT, TrainConfig
 from lipnorm.train import device as devices
@@ -145,6 +146,7 @@ class RunDirectory:
                  logger: logging.Logger = log, label: str = "", own_streams: bool = False, dataset=None):
         """`dataset`: `config`'s, loaded already (by another seed's run in this process)."""
         self.started, self.logger, self.label, self.out = started, logger, label, Path(out)
+        kernels.reset(paths_only=True)  # the summary records the paths this run's calls take
         config = config.resolved()
         # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
         config = dataclasses.replace(config, device=str(resolve_device(config.device)))
@@ -321,6 +323,7 @@ def _summary(
         "peak_memory_mb": devices.peak_memory_mb(setup.device),
         "num_params": _num_params(setup.model),
         "versions": _versions(),
+        "kernels": kernels.record(),  # which path each kernel family took, and the build
         "device": str(setup.device),
         "threads": torch.get_num_threads(),
     }

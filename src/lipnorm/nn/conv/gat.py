@@ -27,9 +27,9 @@ import torch
 from dgl.nn.functional import edge_softmax
 from torch import nn
 
+from lipnorm import kernels
 from lipnorm.nn.conv.base import AttentionConv, reject_zero_in_degree, reset_residual, residual_projection
 from lipnorm.nn.functional import check_eps, lipschitz_norm_linear
-from lipnorm.nn.fused import fusable, gat_attention
 from lipnorm.nn.row_pruned import RowPruned
 from lipnorm.nn.sparse import neighbour_weighted_sum
 
@@ -119,7 +119,7 @@ class GATConv(AttentionConv):
         uniform attention; elsewhere the score is exact. Must be >= 0.
     fused : bool
         Compute the scores, LipschitzNorm, softmax, attention dropout and neighbour sum
-        in one compiled CPU kernel (`lipnorm.nn.fused`) where it applies: a whole
+        in one compiled CPU kernel (`lipnorm.kernels`) where it applies: a whole
         homogeneous graph on the CPU, one feature tensor, no `edge_weight`, no
         `get_attention` where autograd records, the "paper" variant; elsewhere, and where no C compiler is
         found, DGL's calls. The same numbers to float rounding and the same dropout
@@ -299,18 +299,19 @@ class GATConv(AttentionConv):
         `head_mask` `(E, K)` bool, K dividing H: the edges each of K equal groups of heads
         sees (seeds trained together, each with its DropEdge); the others are left out
         of that group's softmax and LipschitzNorm maxima. With `fused` and what the kernel
-        takes, one call of `lipnorm.nn.fused.gat_attention` does it all.
+        takes, one call of `lipnorm.kernels.gat_attention` does it all.
         """
         group = self._heads_per_group(head_mask)
-        if (
+        applies = (
             self.fused and edge_weight is None and not isinstance(ft, tuple)
-            and (self.norm == "none" or self.variant == "paper") and fusable(graph, ft)
+            and (self.norm == "none" or self.variant == "paper") and kernels.gat_attention_applies(graph)
             # the kernel's attention is for inspection (the layer statistics): not where
             # autograd records, which DGL's differentiable one serves
             and not (get_attention and torch.is_grad_enabled())
-        ):
+        )
+        if kernels.use("gat_attention", ft[0] if isinstance(ft, tuple) else ft, self.attn_l, self.attn_r, applies=applies):
             drop = self._attention_dropout(self._dropout_shape(graph, head_mask), ft, head_mask)
-            rst = gat_attention(
+            rst = kernels.gat_attention(
                 graph, ft, self.attn_l, self.attn_r, norm=self.norm, alpha=self.alpha, eps=self.eps,
                 negative_slope=self.leaky_relu.negative_slope, kept=head_mask, heads_per_seed=group, drop=drop,
                 get_attention=get_attention,

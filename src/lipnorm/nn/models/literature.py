@@ -38,7 +38,7 @@ class LiteratureGAT(nn.Module):
     - the attention layer: no bias (``bias=False``), attention dropout `attn_drop` (0.6)
       on the softmaxed scores (PyG's ``dropout=``), LeakyReLU 0.2, heads concatenated,
       LipschitzNorm on its scores with ``attention_norm="lip"`` (`alpha`, `variant`);
-      `GATConv(fused=True)`: its attention in one compiled kernel (`lipnorm.nn.fused`);
+      `GATConv(fused=True)`: its attention in one compiled kernel (`lipnorm.kernels`);
     - then the representation normalisation of the model, if any (their ``layers_bn``:
       BatchNorm, PairNorm, DGN), then ReLU, after every layer, **the last included**:
       the logits are ReLU'd, as in DGN's code (DeCorr's drops that last ReLU; this

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipnorm.nn.conv.gat import GATConv
-from lipnorm.nn.fused import grouped_linear
+from lipnorm.kernels import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm, dgn_output, group_assignment

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lipnorm.nn.fused import dgn_output_kernel
+from lipnorm import kernels
 from lipnorm.nn.norm.batchnorm import check_batchnorm_options, check_positive_int, node_rows
 from lipnorm.settings.model_config import DGN_SKIP_WEIGHT
 
@@ -112,40 +112,20 @@ def dgn_output(assignment: torch.Tensor, h: torch.Tensor, bn: nn.BatchNorm1d, sk
     shortcut's terms can cancel (a column of near-constant features), float32 BatchNorm's
     own rounding is what is left.
 
-    The whole output, the skip connection with it, runs in the compiled kernel of
-    `lipnorm.nn.fused` where it applies (CPU, float32/float64, a C compiler found): the
-    same numbers to float rounding in a few passes over the nodes, where the products
-    below take two dozen calls each way.
+    The whole output, the skip connection with it, runs in the compiled kernel where it
+    runs (`lipnorm.kernels.use`): the same numbers to float rounding in a few passes over
+    the nodes, where the products above (`lipnorm.kernels.reference.dgn_output`) take two
+    dozen calls each way.
     """
-    sets, groups, nodes = assignment.shape
-    width = h.shape[2]
+    nodes = assignment.shape[2]
     batch = bn.training or not bn.track_running_stats
-    kernel = dgn_output_kernel(
+    out, mean, var = kernels.dgn_output(
         assignment, h, bn.weight if bn.affine else None, bn.bias if bn.affine else None, bn.eps, skip_weight,
         None if batch else (bn.running_mean, bn.running_var),
     )
-    if kernel is not None:
-        out, mean, var = kernel
-        if bn.training and bn.track_running_stats:
-            _update_running_stats(bn, mean, var, nodes)
-        return out
-    double = dict(dtype=torch.float64, memory_format=torch.contiguous_format)
-    a, x = assignment.to(**double), h.transpose(0, 1).to(**double)  # (S, G, N), (S, N, W)
-    if batch:
-        mean = torch.bmm(a, x) / nodes  # (S, G, W)
-        var = (torch.bmm(a.square(), x.square()) / nodes - mean.square()).clamp_min(0)
-        if bn.training and bn.track_running_stats:
-            _update_running_stats(bn, mean.detach(), var.detach(), nodes)
-    else:
-        mean = bn.running_mean.double().view(sets, groups, width)
-        var = bn.running_var.double().view(sets, groups, width)
-    scale = torch.rsqrt(var + bn.eps)
-    shift = -(mean * scale)
-    if bn.affine:
-        weight = bn.weight.double().view(sets, groups, width)
-        scale, shift = weight * scale, weight * shift + bn.bias.double().view(sets, groups, width)
-    normalised = x * torch.bmm(a.transpose(1, 2), scale) + shift.sum(dim=1, keepdim=True)  # (S, N, W)
-    return h + skip_weight * normalised.transpose(0, 1).to(h.dtype)
+    if bn.training and bn.track_running_stats:
+        _update_running_stats(bn, mean, var, nodes)
+    return out
 
 
 def _update_running_stats(bn: nn.BatchNorm1d, mean: torch.Tensor, var: torch.Tensor, nodes: int) -> None:

@@ -20,7 +20,7 @@ import dgl
 import torch
 from torch import nn
 
-from lipnorm.nn.fused import pairnorm_kernel
+from lipnorm import kernels
 from lipnorm.settings.model_config import check_pairnorm
 
 EPS = 1e-6
@@ -30,16 +30,11 @@ def pairnorm_pn(x: torch.Tensor, scale: float) -> torch.Tensor:
     """PairNorm's "PN" of S sets side by side: `x` `(N, S, W)`, each set centred and
     scaled by its own rows, ``scale * x_c / sqrt(EPS + mean_n ||x_c,n||^2)``.
 
-    In the compiled kernel of `lipnorm.nn.fused` where it applies (CPU, float32/float64,
-    a C compiler found): three passes over the nodes forward and two backward, its
-    statistics in float64, where the torch form below takes a dozen calls each way.
+    In the compiled kernel where it runs (`lipnorm.kernels.use`): three passes over the
+    nodes forward and two backward, its statistics in float64, where the torch form
+    (`lipnorm.kernels.reference.pairnorm`) takes a dozen calls each way.
     """
-    out = pairnorm_kernel(x, scale, EPS)
-    if out is not None:
-        return out
-    centred = x - x.mean(dim=0, keepdim=True)
-    squared_norms = centred.pow(2).sum(dim=2, keepdim=True)  # (N, S, 1)
-    return scale * centred / (EPS + squared_norms.mean(dim=0, keepdim=True)).sqrt()
+    return kernels.pairnorm(x, scale, EPS)
 
 
 class PairNorm(nn.Module):

@@ -1,5 +1,5 @@
-"""`lipnorm.nn.fused`: GAT attention as one compiled kernel equals the layer's DGL path and
-the dense reference, values and gradients, with DropEdge masks and attention dropout."""
+"""`lipnorm.kernels`: each compiled kernel equals the layer's DGL or torch path and the
+dense reference, values and gradients, with DropEdge masks and attention dropout."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lipnorm.nn import GATConv
-from lipnorm.nn import fused
-from lipnorm.nn.fused import gat_attention, grouped_linear, kernel_unavailable
+from lipnorm import kernels
+from lipnorm.kernels import gat_attention, grouped_linear
 from tests.nn.test_gat import GRAPHS, make_graph, randomise, reference_gat
 
 TOLERANCES = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-5, atol=1e-5)}
@@ -53,7 +53,7 @@ def run(layer: GATConv, graph, feat, fused_path: bool, **attend):
 
 def test_the_kernel_builds_here():
     # The suite's machines have a C compiler; the fast path is what the grids use.
-    assert kernel_unavailable() is None
+    assert kernels.unavailable() is None
 
 
 @pytest.mark.parametrize(
@@ -237,35 +237,13 @@ def test_bad_arguments_are_named():
         gat_attention(graph, ft, attn, attn, heads_per_seed=3)
     with pytest.raises(ValueError, match=r"kept is a torch.float32 tensor of shape \(13, 2\); expected bool \(E, S\) = \(13, 2\)"):
         gat_attention(graph, ft, attn, attn, heads_per_seed=2, kept=torch.ones(13, 2))
+    with pytest.raises(ValueError, match=r"attn_r is a torch.float64 tensor of shape \(1, 4, 2\) on cpu; expected "
+                       r"torch.float32 \(4, 2\) values on cpu, as ft"):
+        gat_attention(graph, ft, attn, attn.double())  # the kernel would read float32 where float64 lies
+    with pytest.raises(ValueError, match=r"attn_l is a torch.float32 tensor of shape \(1, 4, 3\)"):
+        gat_attention(graph, ft, torch.randn(1, 4, 3), attn)
     with pytest.raises(ValueError, match=r"ft has shape \(6, 4, 2\); expected 5 rows, one per node"):
         gat_attention(graph, torch.randn(6, 4, 2), attn, attn)
-
-
-def test_without_a_compiler_the_layer_takes_dgls_path(tmp_path, monkeypatch):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    monkeypatch.setenv("LIPNORM_KERNEL_CACHE", str(tmp_path / "cache"))
-    fused._library.cache_clear()
-    try:
-        assert kernel_unavailable() == f"the C compiler CC='{tmp_path / 'no-such-cc'}' was not found"
-        graph = make_graph("random", self_loops=True)
-        layer = layer_pair(5, 2, 2, "lip", torch.float64)
-        feat = torch.randn(graph.num_nodes(), 5, dtype=torch.float64)
-        fast, _ = run(layer, graph, feat, fused_path=True)
-        plain, _ = run(layer, graph, feat, fused_path=False)
-        assert torch.equal(fast, plain)  # the same calls: the fallback is the DGL path itself
-    finally:
-        fused._library.cache_clear()
-
-
-def test_the_build_leaves_only_the_library_in_its_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LIPNORM_KERNEL_CACHE", str(tmp_path / "cache"))
-    fused._library.cache_clear()
-    try:
-        assert kernel_unavailable() is None
-        built = sorted(p.name for p in (tmp_path / "cache").iterdir())
-        assert len(built) == 1 and built[0].startswith("kernels-") and built[0].endswith(".so")
-    finally:
-        fused._library.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
@@ -312,7 +290,7 @@ def test_dgn_kernel_gradcheck(batch, affine, width):
 
     def terms(*inputs):
         affine_inputs = inputs[2:] if affine else (None, None)
-        out, _, _ = fused.dgn_output_kernel(*inputs[:2], *affine_inputs, 1e-5, 0.7, running)
+        out, _, _ = kernels.dgn_output(*inputs[:2], *affine_inputs, 1e-5, 0.7, running)
         return out
 
     inputs = (a, x, weight, bias) if affine else (a, x)
