@@ -118,7 +118,7 @@ def test_no_compiler(fresh, tmp_path, monkeypatch):
 
 def test_a_failing_compiler(fresh, tmp_path, monkeypatch):
     monkeypatch.setenv("CC", fake_compiler(tmp_path, "echo 'cc1: internal error' >&2; exit 1"))
-    fallback_reason("failed to build the kernels: cc1: internal error", "set CC to a working C99 compiler")
+    fallback_reason("failed to build the kernels: cc1: internal error", "set CC to a C99 compiler that takes -fopenmp-simd")
     refused_when_on(monkeypatch, "failed to build")
 
 

@@ -90,6 +90,7 @@ static inline __attribute__((always_inline)) void NAME(attention_forward_body)(
             for (int64_t k = begin; k < end; ++k) att_g[k] = row_max == -INFINITY ? -INFINITY : att_g[k] - row_max;
         }
         /* the exponentials of the whole group in one sweep, in SIMD lanes */
+#pragma omp simd
         for (int64_t k = 0; k < E; ++k) att_g[k] = EXP(att_g[k]);
         /* the softmax's sums and the weighted neighbour sum, a row at a time */
         for (int64_t i = 0; i < N; ++i) {
@@ -211,6 +212,7 @@ static inline __attribute__((always_inline)) void NAME(attention_backward_body)(
             const REAL *restrict x = ft + (n * G + g) * D;
             REAL *restrict gx = grad_ft + (n * G + g) * D;
             const REAL gl = grad_el[n], gr = grad_er[n], gs = 2 * grad_sq[n];
+#pragma omp simd
             for (int64_t d = 0; d < D; ++d) {
                 gx[d] += gl * al[d] + gr * ar[d] + gs * x[d];
                 sum_l[d] += gl * x[d];

@@ -4,10 +4,11 @@
  *
  * Reproducibility. A kernel's result depends on the order of its operations only, never
  * on the instruction set it was compiled for: reductions run in a fixed order of LANES
- * partial sums (reduce.h), products are fused only where FMA says so (the build passes
- * -ffp-contract=off; fmaf and fma are correctly rounded, in hardware or in libm), and exp
- * is the polynomial below, not libm's, whose x86-64 build picks an FMA variant at run time.
- * Elementwise loops give the same bits in any vector width. So a build for the CPU at
+ * partial sums (FOR_LANES, reduce.h), products are fused only where FMA says so (the build
+ * passes -ffp-contract=off; fmaf and fma are correctly rounded, in hardware or in libm),
+ * and exp is the polynomial below, not libm's, whose x86-64 build picks an FMA variant at
+ * run time. "#pragma omp simd" (-fopenmp-simd) marks loops whose iterations are
+ * independent, never a reduction: they give the same bits in any vector width. So a build for the CPU at
  * hand (-march=native) and a build for the oldest x86-64 give the same numbers
  * (tests/kernels/test_reproducible.py compares them bit for bit).
  */
@@ -24,6 +25,19 @@
 
 /* Partial sums of a reduction: element d goes to lane d % LANES, lanes folded in halves. */
 #define LANES 8
+
+/* BODY for w = 0 .. W - 1 with l = w % LANES, a reduction's terms into lane l: chunk by
+ * chunk of LANES elements, each chunk's lanes independent of each other, so that a chunk
+ * runs in SIMD lanes (omp simd) while every lane adds its terms in order of w. */
+#define FOR_LANES(W, w, l, ...) do { \
+    int64_t w##_base = 0; \
+    for (; w##_base + LANES <= (W); w##_base += LANES) { \
+        _Pragma("omp simd") \
+        for (int64_t l = 0; l < LANES; ++l) { const int64_t w = w##_base + l; __VA_ARGS__ } \
+    } \
+    _Pragma("omp simd") \
+    for (int64_t l = 0; l < (W) - w##_base; ++l) { const int64_t w = w##_base + l; __VA_ARGS__ } \
+} while (0)
 
 /* The fold of reduce.h for double partial sums, which every build's statistics use. */
 static inline double fold_double(double lane[LANES]) {

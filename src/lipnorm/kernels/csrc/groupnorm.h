@@ -22,12 +22,14 @@ static inline __attribute__((always_inline)) void NAME(dgn_sums_body)(
                 const REAL *restrict xs = x + (n * S + s) * W;
                 if (grad_out) {
                     const REAL *restrict go = grad_out + (n * S + s) * W;
+#pragma omp simd
                     for (int64_t w = 0; w < W; ++w) {
                         first[w] += av * ((double)go[w] * (double)xs[w]);
                         second[w] += go[w];
                     }
                     continue;
                 }
+#pragma omp simd
                 for (int64_t w = 0; w < W; ++w) {
                     const double ax = av * (double)xs[w];
                     first[w] += ax;
@@ -58,11 +60,13 @@ static inline __attribute__((always_inline)) void NAME(dgn_apply_body)(
             for (int64_t g = 0; g < G; ++g) {
                 const double av = a[(s * G + g) * N + n];
                 const double *restrict row = scale + (s * G + g) * W;
+#pragma omp simd
                 for (int64_t w = 0; w < W; ++w) factor[w] += av * row[w];
             }
             const REAL *restrict xs = x + (n * S + s) * W;
             REAL *restrict os = out + (n * S + s) * W;
             const double *restrict shift = shift_sum + s * W;
+#pragma omp simd
             for (int64_t w = 0; w < W; ++w) os[w] = (REAL)((double)xs[w] * factor[w] + shift[w]);
         }
 }
@@ -100,21 +104,19 @@ static inline __attribute__((always_inline)) void NAME(dgn_backward_body)(
                 double lane[LANES] = {0};
                 if (k1) {
                     const double *restrict one = k1 + sg * W, *restrict two = k2 + sg * W;
-                    for (int64_t w = 0; w < W; ++w) {
+                    FOR_LANES(W, w, l,
                         factor[w] += av * row[w];
                         first[w] += av * one[w];
                         second[w] += av * av * two[w];
-                        lane[w % LANES] += gox[w] * row[w] + xd[w] * (one[w] + 2 * av * xd[w] * two[w]);
-                    }
+                        lane[l] += gox[w] * row[w] + xd[w] * (one[w] + 2 * av * xd[w] * two[w]);
+                    );
                 } else {
-                    for (int64_t w = 0; w < W; ++w) {
-                        factor[w] += av * row[w];
-                        lane[w % LANES] += gox[w] * row[w];
-                    }
+                    FOR_LANES(W, w, l, factor[w] += av * row[w]; lane[l] += gox[w] * row[w];);
                 }
                 grad_a[sg * N + n] = (REAL)fold_double(lane);
             }
             REAL *restrict out = grad_x + (n * S + s) * W;
+#pragma omp simd
             for (int64_t w = 0; w < W; ++w) out[w] = (REAL)((double)go[w] * factor[w] + first[w] + 2 * xd[w] * second[w]);
         }
 }

@@ -11,6 +11,7 @@ static inline __attribute__((always_inline)) void NAME(pairnorm_forward_body)(
     for (int64_t c = 0; c < C; ++c) mean[c] = 0;
     for (int64_t n = 0; n < N; ++n) {
         const REAL *restrict row = x + n * C;
+#pragma omp simd
         for (int64_t c = 0; c < C; ++c) mean[c] += row[c];
     }
     for (int64_t c = 0; c < C; ++c) mean[c] /= N;
@@ -19,7 +20,7 @@ static inline __attribute__((always_inline)) void NAME(pairnorm_forward_body)(
         const double *restrict mu = mean + s * W;
         for (int64_t n = 0; n < N; ++n) {
             const REAL *restrict row = x + n * C + s * W;
-            for (int64_t w = 0; w < W; ++w) { const double d = row[w] - mu[w]; lane[w % LANES] += d * d; }
+            FOR_LANES(W, w, l, const double d = row[w] - mu[w]; lane[l] += d * d;);
         }
         inv[s] = 1 / sqrt(eps + fold_double(lane) / N);
     }
@@ -29,6 +30,7 @@ static inline __attribute__((always_inline)) void NAME(pairnorm_forward_body)(
             REAL *restrict o = out + n * C + s * W;
             const double *restrict mu = mean + s * W;
             const double factor = scale * inv[s];
+#pragma omp simd
             for (int64_t w = 0; w < W; ++w) o[w] = (REAL)((row[w] - mu[w]) * factor);
         }
 }
@@ -49,7 +51,7 @@ static inline __attribute__((always_inline)) void NAME(pairnorm_backward_body)(
             const double *restrict mu = mean + s * W;
             double *restrict gm = grad_mean + s * W;
             double lane[LANES] = {0};
-            for (int64_t w = 0; w < W; ++w) { gm[w] += g[w]; lane[w % LANES] += g[w] * (row[w] - mu[w]); }
+            FOR_LANES(W, w, l, gm[w] += g[w]; lane[l] += g[w] * (row[w] - mu[w]););
             k[s] += fold_double(lane);
         }
     for (int64_t c = 0; c < C; ++c) grad_mean[c] /= N;
@@ -59,6 +61,7 @@ static inline __attribute__((always_inline)) void NAME(pairnorm_backward_body)(
             const double *restrict mu = mean + s * W, *restrict gm = grad_mean + s * W;
             REAL *restrict out = grad_x + n * C + s * W;
             const double direct = scale * inv[s], through_inv = scale * k[s] * inv[s] * inv[s] * inv[s] / N;
+#pragma omp simd
             for (int64_t w = 0; w < W; ++w) out[w] = (REAL)(direct * (g[w] - gm[w]) - through_inv * (row[w] - mu[w]));
         }
 }

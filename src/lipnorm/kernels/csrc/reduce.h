@@ -11,20 +11,19 @@ static inline REAL NAME(fold)(REAL lane[LANES]) {
 /* a . b over n values: product d fused into lane d % LANES, in order of d, lanes folded. */
 static inline REAL NAME(dot)(const REAL *restrict a, const REAL *restrict b, int64_t n) {
     REAL lane[LANES] = {0};
-    int64_t d = 0;
-    for (; d + LANES <= n; d += LANES)
-        for (int l = 0; l < LANES; ++l) lane[l] = FMA(a[d + l], b[d + l], lane[l]);
-    for (int l = 0; d + l < n; ++l) lane[l] = FMA(a[d + l], b[d + l], lane[l]);
+    FOR_LANES(n, d, l, lane[l] = FMA(a[d], b[d], lane[l]););
     return NAME(fold)(lane);
 }
 
 /* y += w x over n values, fused. */
 static inline void NAME(axpy)(REAL *restrict y, REAL w, const REAL *restrict x, int64_t n) {
+#pragma omp simd
     for (int64_t d = 0; d < n; ++d) y[d] = FMA(w, x[d], y[d]);
 }
 
 /* y += w x over n values, each product rounded before its sum (as torch's projections,
  * which the seeds' projections are checked against). */
 static inline void NAME(axpy_rounded)(REAL *restrict y, REAL w, const REAL *restrict x, int64_t n) {
+#pragma omp simd
     for (int64_t d = 0; d < n; ++d) y[d] += w * x[d];
 }
