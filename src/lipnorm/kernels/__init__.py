@@ -30,6 +30,7 @@ from __future__ import annotations
 import dgl
 import torch
 
+from lipnorm.dgl_private import per_structure
 from lipnorm.kernels import reference
 from lipnorm.kernels.build import KernelsUnavailable
 from lipnorm.kernels.dispatch import (
@@ -59,8 +60,6 @@ def gat_attention_applies(graph: dgl.DGLGraph) -> bool:
 def _in_edges(graph: dgl.DGLGraph) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], int]:
     """The graph's in-edge (CSC) index `(indptr, src, eid)` and its widest in-degree,
     once per graph structure."""
-    from lipnorm.nn.sparse import per_structure  # here: lipnorm.nn's layers import this package
-
     def build(graph):
         structure = tuple(t.to(torch.int64).contiguous() for t in graph.adj_tensors("csc"))
         widest = int(structure[0].diff().max()) if graph.num_nodes() else 0

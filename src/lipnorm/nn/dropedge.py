@@ -33,7 +33,7 @@ from typing import Any
 import dgl
 import torch
 
-from lipnorm.nn.sparse import per_structure
+from lipnorm.dgl_private import per_structure
 
 __all__ = ["DropEdge"]
 

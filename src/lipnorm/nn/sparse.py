@@ -27,16 +27,14 @@ batch (7.4k edges, 8 heads) that pays for itself from D = 32 on: DGL / ours per 
 from __future__ import annotations
 
 import warnings
-import weakref
-from collections.abc import Callable, Hashable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import dgl
 import torch
 
-from lipnorm.dgl_private import graph_structure, gsddmm, gspmm, reverse_structure
+from lipnorm.dgl_private import graph_structure, gsddmm, gspmm, per_structure, reverse_structure
 
-__all__ = ["neighbour_weighted_sum", "per_structure"]
+__all__ = ["neighbour_weighted_sum"]
 
 # PyTorch warns, once per process, that its CSR tensors are beta; only the long-standing
 # CSR x dense products are used here, so that warning is spent here, silently.
@@ -86,30 +84,6 @@ def _head_interleaved(indptr, indices, eids, heads: int, num_cols: int) -> _Layo
     target = torch.empty_like(position).scatter_(0, weight_index.long(), position)
     crow = torch.cat([indptr.new_zeros(1), degree.repeat_interleave(heads).cumsum(0, dtype=dtype)])
     return _Layout(crow, col, source, target, (num_rows * heads, num_cols * heads))
-
-
-# What is derived from a graph's structure alone (the layouts here, the count of nodes
-# without in-edges that GATConv checks), per graph, built once: a graph's structure
-# seldom changes, building a layout costs about as much as the product it serves (0.8 ms
-# at Cora), and a count read into Python is a host-device synchronisation on a GPU.
-_PER_STRUCTURE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def per_structure(graph: dgl.DGLGraph, key: Hashable, build: Callable[[dgl.DGLGraph], Any]) -> Any:
-    """`build(graph)`, computed once per structure of `graph` and `key`, then reused.
-
-    DGL replaces a graph's structure object (`dgl_private.graph_structure`) whenever
-    edges or nodes are added or removed in place, so a value is reused only while that
-    is the same object; the cache holds graphs weakly (it keeps none alive).
-    """
-    structure = graph_structure(graph)
-    cached = _PER_STRUCTURE.get(graph)
-    if cached is None or cached[0] is not structure:
-        cached = (structure, {})
-        _PER_STRUCTURE[graph] = cached
-    if key not in cached[1]:
-        cached[1][key] = build(graph)
-    return cached[1][key]
 
 
 def _layout(graph: dgl.DGLGraph, heads: int, transposed: bool) -> _Layout:

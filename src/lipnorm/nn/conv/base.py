@@ -10,7 +10,7 @@ from dgl import DGLError
 from torch import nn
 
 from lipnorm.nn.functional import NORMS, check_normaliser_options, check_shape
-from lipnorm.nn.sparse import per_structure
+from lipnorm.dgl_private import per_structure
 
 __all__ = ["AttentionConv", "ZeroInDegreeError", "DGL_ZERO_IN_DEGREE_MESSAGE", "reject_zero_in_degree"]
 
@@ -40,7 +40,7 @@ def zero_in_degree_count(graph: dgl.DGLGraph) -> int:
     """The number of destination nodes without in-edges, counted once per graph structure.
 
     Reading a count into Python synchronises the host with a GPU; cached with the
-    structure (`lipnorm.nn.sparse.per_structure`), later forwards on the same graph do
+    structure (`lipnorm.dgl_private.per_structure`), later forwards on the same graph do
     not, and a graph changed in place is counted anew.
     """
     return per_structure(graph, "zero_in_degree_count", lambda graph: int((graph.in_degrees() == 0).sum()))
