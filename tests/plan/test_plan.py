@@ -596,9 +596,10 @@ def test_a_dry_run_refuses_a_job_that_fits_nothing(tmp_path, shipped):
     assert not (tmp_path / "results").exists()
 
 
-def test_runs_trained_with_their_seeds_are_planned_at_the_measured_share(shipped):
+def test_runs_trained_with_their_seeds_are_planned_at_the_measured_share(shipped, monkeypatch):
     """The literature pilot trains every run with its seeds: its CPU-hours are the
     coefficients' share of those of its runs alone, and the report says so."""
+    monkeypatch.setenv("LIPNORM_KERNELS", "on")
     config = plan.read_config(REPO / "config" / "presets" / "literature-pilot.yaml")
     alone = dataclasses.replace(shipped, seeds_together_share=1.0, seeds_together_source="")
     measured = dataclasses.replace(shipped, seeds_together_share=0.25, seeds_together_source="a test")
@@ -608,11 +609,57 @@ def test_runs_trained_with_their_seeds_are_planned_at_the_measured_share(shipped
 
     report_alone, report_measured = plan.config_report(config, alone), plan.config_report(config, measured)
     assert hours(report_measured) == pytest.approx(0.25 * hours(report_alone), abs=0.06)
-    assert "CPU-h: a run trained with its seeds at 0.25 of its cost alone (the coefficients' seeds_together)" in report_measured
+    assert ("CPU-h: a run trained with its seeds at 0.25 of its cost alone (the coefficients' seeds_together, with "
+            "the compiled kernels: LIPNORM_KERNELS=on)") in report_measured
     assert "CPU-h: each run as if alone" in report_alone
     # The smoke preset trains no seeds together: the share changes nothing there.
     smoke = smoke_config()
     assert plan.config_report(smoke, measured).splitlines()[3:] == plan.config_report(smoke, alone).splitlines()[3:]
+
+
+@pytest.mark.parametrize(
+    "environment, kernels, why",
+    [
+        ({"LIPNORM_KERNELS": "on"}, True, "LIPNORM_KERNELS=on"),
+        ({"LIPNORM_KERNELS": "off"}, False, "LIPNORM_KERNELS=off"),
+        ({"LIPNORM_KERNELS": "auto", "CC": "/no/such/cc"}, False, "LIPNORM_KERNELS=auto, no C compiler found here"),
+        ({"CC": "gcc"}, True, "LIPNORM_KERNELS=auto, C compiler "),
+    ],
+    ids=["on", "off", "auto-no-compiler", "auto"],
+)
+def test_the_plan_counts_runs_at_the_speed_of_the_path_that_will_run(shipped, monkeypatch, environment, kernels, why):
+    """Without the compiled kernels a run trained with its seeds costs the share measured
+    on the torch and DGL paths (`seeds_together.without_kernels`), and the report says
+    which path it assumed and why."""
+    monkeypatch.delenv("LIPNORM_KERNELS", raising=False)
+    monkeypatch.delenv("CC", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert plan.workflow.kernels_expected()[0] is kernels and why in plan.workflow.kernels_expected()[1]
+    config = plan.read_config(REPO / "config" / "presets" / "literature-pilot.yaml")
+    share = shipped.seeds_together_share if kernels else shipped.seeds_together_share_without_kernels
+    assert 0 < shipped.seeds_together_share < shipped.seeds_together_share_without_kernels < 1
+    report = plan.config_report(config, shipped)
+    assert f"a run trained with its seeds at {share:.3g} of its cost alone" in report
+    assert f"{'with' if kernels else 'without'} the compiled kernels: {why}" in report
+    alone = plan.config_report(
+        config, dataclasses.replace(shipped, seeds_together_share=1.0, seeds_together_share_without_kernels=1.0)
+    )
+    hours = [float(next(line for line in text.splitlines() if line.startswith("remedies ")).split()[3])
+             for text in (report, alone)]
+    # each printed to 0.1: within 0.05 of its value, the product within share x 0.05 more
+    assert hours[0] == pytest.approx(share * hours[1], abs=0.05 * (1 + share))
+
+
+def test_a_bad_share_without_kernels_is_refused(tmp_path, shipped):
+    data = shipped.to_json()
+    assert data["seeds_together"]["without_kernels"] == shipped.seeds_together_share_without_kernels
+    for share in (0, 1.5, "twice", True):
+        data["seeds_together"]["without_kernels"] = share
+        path = tmp_path / "coefficients.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=re.escape(f"seeds_together.without_kernels={share!r} must be a number in (0, 1]")):
+            plan.load_coefficients(path)
 
 
 def test_the_shipped_coefficients_carry_the_measured_share_and_a_bad_one_is_refused(tmp_path, shipped):

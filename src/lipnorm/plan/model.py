@@ -224,6 +224,15 @@ class Coefficients:
     # on a grid where it applies (`seeds_together_source` says which), 1 where not.
     seeds_together_share: float = 1.0
     seeds_together_source: str = ""
+    # The same share where the compiled kernels do not run (LIPNORM_KERNELS=off, no C
+    # compiler): the torch and DGL paths' seeds-together epoch; None where not measured.
+    seeds_together_share_without_kernels: float | None = None
+
+    def seeds_together(self, kernels: bool) -> float:
+        """The share of a run trained with its seeds, on the path that will run."""
+        if kernels or self.seeds_together_share_without_kernels is None:
+            return self.seeds_together_share
+        return self.seeds_together_share_without_kernels
 
     def estimate(self, shape: RunShape) -> Estimate:
         """The `Estimate` of `shape` under these coefficients."""
@@ -245,7 +254,11 @@ class Coefficients:
             "memory_mb": dict(self.memory),
             "epoch_s": dict(self.time),
             "measurements": [dict(row) for row in self.measurements],
-            "seeds_together": {"share": self.seeds_together_share, "measured": self.seeds_together_source},
+            "seeds_together": {
+                "share": self.seeds_together_share, "measured": self.seeds_together_source,
+                **({} if self.seeds_together_share_without_kernels is None
+                   else {"without_kernels": self.seeds_together_share_without_kernels}),
+            },
         }
 
     def save(self, path: str | Path) -> Path:
@@ -300,8 +313,12 @@ def load_coefficients(path: str | Path | None = None) -> Coefficients:
     share = together.get("share")
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ValueError(f"{where}: seeds_together.share={share!r} must be a number in (0, 1]")
+    without = together.get("without_kernels")
+    if without is not None and (isinstance(without, bool) or not isinstance(without, (int, float)) or not 0 < without <= 1):
+        raise ValueError(f"{where}: seeds_together.without_kernels={without!r} must be a number in (0, 1]")
     return Coefficients(
         seeds_together_share=float(share),
+        seeds_together_share_without_kernels=None if without is None else float(without),
         seeds_together_source=str(together.get("measured", "")),
         memory=_read_terms(where, data, "memory_mb", MEMORY_TERMS),
         time=_read_terms(where, data, "epoch_s", TIME_TERMS),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -215,6 +216,20 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return config
 
 
+def kernels_expected() -> tuple[bool, str]:
+    """Whether the runs will take the compiled kernels (`lipnorm.kernels`), and why: as
+    ``LIPNORM_KERNELS`` says, and under ``auto`` where a C compiler is found here (where
+    the runs will build them; without importing torch, as the rest of the plan)."""
+    mode = os.environ.get("LIPNORM_KERNELS") or "auto"
+    if mode in ("on", "off"):
+        return mode == "on", f"LIPNORM_KERNELS={mode}"
+    named = os.environ.get("CC")
+    compiler = shutil.which(named) if named else shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return False, f"LIPNORM_KERNELS={mode}, no C compiler found here"
+    return True, f"LIPNORM_KERNELS={mode}, C compiler {compiler}"
+
+
 def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
     """Per experiment: jobs, CPU-hours (epochs x epoch time x the calibration's
     threads), the largest job's memory request and its run directory, the longest
@@ -226,15 +241,17 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
     for job in jobs.values():
         experiments.setdefault(job.run_group.split("/")[0], []).append(job)
     seeds, seed_groups = workflow_seed_groups(config)
+    kernels, why = kernels_expected()
+    share = coefficients.seeds_together(kernels)
     limit = config.get("max_mem_mb")
     lines = [
         f"coefficients: {coefficients.device}, {coefficients.threads} thread(s), {coefficients.machine} {coefficients.date}",
         f"requests: memory = estimate x {MEMORY_MARGIN} x attempt, runtime = (epochs x epoch time + {STARTUP_S} s) "
         f"x {TIME_MARGIN} x attempt; max_mem_mb: {limit if limit is not None else 'none'}",
         "jobs: one per run, or per seed list for seeds trained together; CPU-h: " + (
-            "each run as if alone" if coefficients.seeds_together_share == 1 else
-            f"a run trained with its seeds at {coefficients.seeds_together_share:.3g} of its cost alone "
-            "(the coefficients' seeds_together)"
+            "each run as if alone" if share == 1 else
+            f"a run trained with its seeds at {share:.3g} of its cost alone (the coefficients' seeds_together, "
+            f"{'with' if kernels else 'without'} the compiled kernels: {why})"
         ),
         f"{'experiment':<12} {'runs':>6} {'jobs':>6} {'CPU-h':>9} {'largest MB':>10} {'longest min':>11} {'ckpt':>5} {'cluster':>7}  largest job",
     ]
@@ -243,7 +260,6 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
         return sum(1 / len(seeds) if job.run_group in seed_groups else 1 for job in group)
 
     def cpu_hours(group: list[Job]) -> float:
-        share = coefficients.seeds_together_share
         return sum(job.cpu_hours * (share if job.run_group in seed_groups else 1) for job in group) * coefficients.threads
 
     for name, group in experiments.items():
