@@ -10,6 +10,7 @@ here with numpy from the values the runs were written with.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -676,3 +677,41 @@ def test_published_results_in_docs_match_the_code():
         )
     for folder in folders:
         assert_regenerates(folder)
+
+
+def test_the_environment_lists_what_ran_the_kernels(tmp_path):
+    """Runs that recorded their compiled kernels (`summary.json` `kernels`) publish one
+    `environment.csv` row per distinct CPU, build and paths, with its count of runs; runs
+    that predate the record publish none."""
+    from lipnorm.results.aggregate import aggregate_runs
+    from lipnorm.results.publish import write_environment
+    from tests.synthetic_runs import write_run
+
+    build = {"mode": "auto", "cpu": "AMD EPYC", "machine": "x86_64", "compiler": "/usr/bin/cc",
+             "compiler_version": "cc 12.2.0", "flags": ["-O3", "-march=native"], "target": "-march=znver3",
+             "library": "/home/someone/.cache/lipnorm/kernels/kernels-0.so"}
+    records = [
+        {**build, "paths": {"gat_attention": ["compiled"], "dgn": ["compiled"]}},
+        {**build, "paths": {"gat_attention": ["compiled"], "dgn": ["compiled"]}, "library": "/elsewhere/kernels-0.so"},
+        {"mode": "off", "cpu": "Intel Xeon", "machine": "x86_64", "paths": {"gat_attention": ["dgl"], "dgn": ["torch"]}},
+    ]
+    run_dirs = []
+    for seed, record in enumerate([*records, None]):
+        run_dir = tmp_path / "runs" / f"s{seed}"
+        write_run(run_dir, test_metric=0.5, seed=seed)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if record is not None:
+            summary["kernels"] = record
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        run_dirs.append(run_dir)
+    runs = aggregate_runs(run_dirs)["runs"]
+    path = write_environment(runs, tmp_path)
+    table = pd.read_csv(path, keep_default_na=False)
+    assert "kernels_library" not in table.columns  # machine-local
+    assert sorted(table["runs"]) == [1, 2]
+    compiled = table[table["kernels_cpu"] == "AMD EPYC"].iloc[0]
+    assert compiled["runs"] == 2 and compiled["kernels_paths_gat_attention"] == '["compiled"]'
+    assert compiled["kernels_flags"] == '["-O3", "-march=native"]' and compiled["kernels_target"] == "-march=znver3"
+    off = table[table["kernels_cpu"] == "Intel Xeon"].iloc[0]
+    assert off["kernels_mode"] == "off" and off["kernels_paths_dgn"] == '["torch"]' and off["kernels_compiler"] == ""
+    assert write_environment(aggregate_runs(run_dirs[3:])["runs"], tmp_path / "none") is None

@@ -11,6 +11,10 @@ as `bench/` are not experiments), `out_dir/<experiment>/` with:
 - `runs.csv` (an experiment with training runs): one row per run, the experiment's
   `run_columns` (by default `experiments.RUN_COLUMNS`: the settings that identify a
   cell, the seed, status, metric name and test metric), sorted by its `run_keys`;
+- `environment.csv` (where its runs recorded their compiled kernels, `summary.json`
+  `kernels`): one row per distinct CPU, build (compiler, version, flags, resolved
+  target), mode and path each kernel family took, with its count of runs
+  (`write_environment`);
 - the files its `store` writes:
   - gradients: `gradient_ratios.csv`, RUN_KEYS and `grad_ratio` (per run, the median
     over logged epochs of max/min attention-layer gradient norm,
@@ -63,6 +67,7 @@ from lipnorm.results.tables.latex import render
 
 SUMMARY = "summary.md"
 RUNS_FILE = "runs.csv"
+ENVIRONMENT_FILE = "environment.csv"
 
 
 def _published(root: Path) -> list[Experiment]:
@@ -123,8 +128,24 @@ def _publish_experiment(entry: Experiment, source: Path, target: Path) -> None:
         # would merge settings; seed_cells raises naming the runs and the settings that differ.
         seed_cells(runs, keys[:-1])
         _write_csv(runs[columns].sort_values(keys), target / RUNS_FILE)
+        write_environment(runs, target)
     if entry.store is not None:
         registry.resolve(entry.store)(aggregate_dir, runs, target)
+
+
+def write_environment(runs: pd.DataFrame, target: Path) -> Path | None:
+    """`target/environment.csv`: what ran the runs' compiled kernels (their `kernels`
+    record, `lipnorm.kernels.record`, flattened by the aggregate), one row per distinct
+    combination with its count of runs, the library's machine-local path left out; None
+    (and no file) where no run recorded one (runs that predate the record)."""
+    columns = sorted(c for c in runs.columns if c.startswith("kernels_") and c != "kernels_library")
+    recorded = runs[runs[columns].notna().any(axis=1)] if columns else runs.iloc[:0]
+    if recorded.empty:
+        return None
+    table = recorded[columns].fillna("").astype(str).value_counts(sort=False).rename("runs").reset_index()
+    path = target / ENVIRONMENT_FILE
+    _write_csv(table.sort_values(columns), path)
+    return path
 
 
 def store_gradient_ratios(aggregate_dir: Path, runs: pd.DataFrame, target: Path) -> None:
