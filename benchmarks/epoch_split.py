@@ -8,7 +8,7 @@ input and dropout, the loss, Adam)? And what would the whole literature grid nee
 each to fit its CPU-hour budget?
 
 The epoch is timed at several depths as it runs, and with every call into the compiled
-kernels (`lipnorm.nn.fused`) made a no-op that returns at once (its outputs left as
+kernels (`lipnorm.kernels`) made a no-op that returns at once (its outputs left as
 allocated: the calls around it run on the same shapes, the numbers are meaningless),
 each path on a network of its own that only it trains. The two alternate round by round
 in one process. A straight line through each gives the cost a layer adds (its slope) and
@@ -37,7 +37,8 @@ import time
 
 import torch
 
-from lipnorm.nn import fused
+from lipnorm import kernels
+from lipnorm.kernels import dispatch
 from lipnorm.train.tuning import retain_freed_memory
 from seed_batching import load_protocol, literature_models, print_header, seeds_together, together_epoch
 
@@ -53,11 +54,15 @@ GRID_EPOCHS = 1000
 GRID_RUNS = len(GRID_DATASETS) * len(GRID_ATTENTION_NORMS) * sum(GRID_ARMS.values()) * GRID_SEEDS * len(GRID_DEPTHS)
 
 
-class _NoKernels:
-    """A kernel library whose every function returns at once."""
-
+class _NoKernelsHandle:
     def __getattr__(self, name):
         return lambda *args: None
+
+
+class _NoKernels:
+    """A loaded library (`lipnorm.kernels.build.Library`) whose every kernel returns at once."""
+
+    handle = _NoKernelsHandle()
 
 
 def fit(depths: list[int], times: list[float]) -> tuple[float, float]:
@@ -78,7 +83,7 @@ def split(args, depths: list[int]) -> dict[str, tuple[float, float]]:
     """Times `args.dataset`, `args.norm`, `args.attention_norm` at `depths`, prints them;
     the lines `(slope, intercept)` in ms per epoch of `args.seeds` seeds: "kernels" (the
     epoch as it runs) and "no-op" (every kernel call a no-op)."""
-    kernels, library = fused._library(), fused._library
+    built, loaded = dispatch.library(), dispatch._loaded
     # A network per depth and path: the no-op path's parameters are trained on whatever its
     # outputs held, and the kernels must not then compute on them (a sparser attention, or
     # zeros the backward skips, would time them faster than a real run does).
@@ -97,14 +102,14 @@ def split(args, depths: list[int]) -> dict[str, tuple[float, float]]:
         for round_ in range(args.rounds + 1):  # round 0 warms up
             for depth in depths:
                 for path in ("kernels", "no-op"):
-                    fused._library = (lambda: kernels) if path == "kernels" else (lambda: _NoKernels())
+                    dispatch._loaded = (lambda: built) if path == "kernels" else (lambda: _NoKernels())
                     start = time.process_time()
                     for _ in range(args.epochs):
                         epochs[depth, path]()
                     if round_:
                         times[depth, path].append(1000 * (time.process_time() - start) / args.epochs)
     finally:
-        fused._library = library
+        dispatch._loaded = loaded
     median = {key: statistics.median(values) for key, values in times.items()}
     print(f"ms per epoch of {args.seeds} seeds (CPU time, median of {args.rounds} rounds):")
     for depth in depths:
@@ -176,7 +181,7 @@ def main() -> None:
             raise SystemExit(f"{option} {given!r}: give a comma-separated list of {', '.join(allowed)}")
     torch.set_num_threads(1)
     retain_freed_memory()  # as `lipnorm train`
-    reason = fused.kernel_unavailable()
+    reason = kernels.unavailable()
     if reason is not None:
         raise SystemExit(f"no compiled kernels here: {reason}")
     lines = {}

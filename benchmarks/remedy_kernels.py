@@ -1,7 +1,7 @@
 """Do the remedies' normalisations pay in their compiled kernels, in the literature protocol's epoch?
 
 PairNorm's "PN" (`lipnorm.nn.norm.pairnorm.pairnorm_pn`) and DGN's output
-(`lipnorm.nn.norm.dgn.dgn_output`) run in the compiled kernels of `lipnorm.nn.fused` where
+(`lipnorm.nn.norm.dgn.dgn_output`) run in the compiled kernels of `lipnorm.kernels` where
 they apply, and in their torch form elsewhere. For each normalisation of `--norms`, the
 epoch of S seeds as one `SeedBatchedGAT` (what `lipnorm train --seeds` trains: Cora,
 `--recipe dgn`, 1 x 16, 100 % missing features; a training step and an evaluation

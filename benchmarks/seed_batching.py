@@ -7,7 +7,7 @@ network (`--recipe dgn`: Cora, 1 x 16, 100 % missing features) cost per seed
   the whole (N, F) input, as `LiteratureGAT` did before `lipnorm.nn.row_pruned`, and the
   attention is DGL's calls),
 - on the lean path ("lean": `LiteratureGAT` now, the first layer on its non-zero rows,
-  the attention in the compiled kernel of `lipnorm.nn.fused`),
+  the attention in the compiled kernel of `lipnorm.kernels`),
 - with S seeds as one `SeedBatchedGAT`, its attention by DGL's calls ("together-dgl",
   what `lipnorm train --seeds` trained before the kernel) or by the kernel ("together",
   what it trains now),
@@ -41,12 +41,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from lipnorm import data
+from lipnorm import data, kernels
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seeds import SeedBatchedGAT
-from lipnorm.nn.norm import dgn, pairnorm
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 from lipnorm.train.tuning import retain_freed_memory
@@ -65,8 +64,8 @@ class DenseInputGAT(LiteratureGAT):
 # (what `--seeds` trained before the kernel) and with the kernel (now).
 PATHS = ("dense", "lean", "together-dgl", "together")
 
-# Where each representation normalisation looks its compiled kernel up: (module, name).
-NORM_KERNELS = {"pairnorm": (pairnorm, "pairnorm_kernel"), "dgn": (dgn, "dgn_output_kernel")}
+# The representation normalisations with a compiled kernel (`lipnorm.kernels` families).
+NORM_KERNELS = ("pairnorm", "dgn")
 
 
 class Protocol(NamedTuple):
@@ -143,15 +142,18 @@ def together_epoch(protocol: Protocol, batched: SeedBatchedGAT, drops: list[Drop
 
 @contextlib.contextmanager
 def norm_torch_forms():
-    """PairNorm's and DGN's compiled kernels off meanwhile: their torch forms run instead."""
-    kernels = {(module, name): getattr(module, name) for module, name in NORM_KERNELS.values()}
-    for module, name in kernels:
-        setattr(module, name, lambda *args, **kwargs: None)
+    """PairNorm's and DGN's compiled kernels off meanwhile: their torch forms run instead
+    (`lipnorm.kernels.use` says no to their families)."""
+    use = kernels.use
+
+    def use_but_the_norms(family, *tensors, applies=True):
+        return use(family, *tensors, applies=applies and family not in NORM_KERNELS)
+
+    kernels.use = use_but_the_norms
     try:
         yield
     finally:
-        for (module, name), kernel in kernels.items():
-            setattr(module, name, kernel)
+        kernels.use = use
 
 
 def ratio_text(ratios: list[float]) -> str:

@@ -266,3 +266,42 @@ def test_gat_attention_called_without_the_kernels_says_so(fresh, monkeypatch):
     graph = dgl.add_self_loop(dgl.rand_graph(5, 8))
     with pytest.raises(kernels.KernelsUnavailable, match="the compiled kernels are not available: LIPNORM_KERNELS=off"):
         kernels.gat_attention(graph, torch.randn(5, 2, 3), torch.randn(1, 2, 3), torch.randn(1, 2, 3))
+
+
+def train_argv(tmp_path: Path, out: str) -> list[str]:
+    return ["train", "--recipe", "dgn", "--dataset", "csbm", "--csbm", "nodes=60,classes=3,feature_dim=8,avg_degree=4",
+            "--data-root", str(tmp_path / "datasets"), "--model", "gat-lip-pairnorm", "--depth", "2", "--epochs", "2",
+            "--out", out]
+
+
+def test_lipnorm_train_records_the_paths_and_the_build(fresh, tmp_path):
+    from lipnorm import cli
+
+    assert cli.main(train_argv(tmp_path, str(tmp_path / "run"))) == 0
+    record = json.loads((tmp_path / "run" / "summary.json").read_text())["kernels"]
+    assert record["paths"] == {"gat_attention": ["compiled"], "pairnorm": ["compiled"]}
+    assert record["mode"] == "auto" and record["compiler_version"] and record["flags"][-1] == "-march=native"
+
+
+def test_lipnorm_train_under_on_refuses_to_start_without_the_kernels(fresh, tmp_path, monkeypatch, capsys):
+    from lipnorm import cli
+
+    monkeypatch.setenv("LIPNORM_KERNELS", "on")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(SystemExit) as refused:
+        cli.main(train_argv(tmp_path, str(tmp_path / "run")))
+    assert refused.value.code == 2
+    error = capsys.readouterr().err
+    assert "LIPNORM_KERNELS=on, but the compiled kernels are unavailable: the C compiler CC=" in error
+    assert "set CC to an installed C compiler" in error
+    assert not (tmp_path / "run").exists() and not (tmp_path / "datasets").exists()  # nothing loaded or written
+
+
+def test_lipnorm_train_help_documents_the_switch(capsys):
+    from lipnorm import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = capsys.readouterr().out
+    for mode in ("LIPNORM_KERNELS=auto", "LIPNORM_KERNELS=on", "LIPNORM_KERNELS=off"):
+        assert mode in text
