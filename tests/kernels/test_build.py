@@ -128,6 +128,11 @@ def test_a_compiler_that_hangs_is_stopped(fresh, tmp_path, monkeypatch):
     fallback_reason("did not finish within 0.5 s", "raise LIPNORM_KERNEL_BUILD_TIMEOUT")
 
 
+def test_a_bad_build_timeout_is_named(fresh, monkeypatch):
+    monkeypatch.setenv("LIPNORM_KERNEL_BUILD_TIMEOUT", "soon")
+    fallback_reason("LIPNORM_KERNEL_BUILD_TIMEOUT='soon' is not a number of seconds > 0", "set it to one")
+
+
 @pytest.mark.parametrize("where", ["under-a-file", "read-only-filesystem"])
 def test_a_cache_that_cannot_be_created(fresh, tmp_path, monkeypatch, where):
     if where == "under-a-file":

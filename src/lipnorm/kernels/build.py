@@ -86,7 +86,9 @@ def build_timeout() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise ValueError(f"LIPNORM_KERNEL_BUILD_TIMEOUT={text!r}; expected a number of seconds > 0")
+        raise KernelsUnavailable(
+            f"LIPNORM_KERNEL_BUILD_TIMEOUT={text!r} is not a number of seconds > 0", "set it to one, e.g. 300, or unset it"
+        )
     return value
 
 

@@ -65,6 +65,8 @@ def _loaded() -> Library | KernelsUnavailable:
         return build()
     except KernelsUnavailable as error:
         return error
+    except OSError as error:  # e.g. a file of the cache removed by another job meanwhile
+        return KernelsUnavailable(f"cannot build or load the kernels: {error}", "run again; if it persists, delete the cache")
 
 
 def library() -> Library:
