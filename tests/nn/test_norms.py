@@ -19,8 +19,21 @@ from lipnorm import kernels
 
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm
+from tests.tolerance import assert_within
 
 EPS = 1e-5
+
+# Tolerances from an error model. Each path's number x (the layer's, the numpy
+# reference's, BatchNorm1d's over the grouped matrix) lies within k u (|x| + scale) of its
+# exact value: u the unit roundoff of the dtype, k the condition of the quantity on the
+# test's inputs (how much the computation magnifies unit roundings: its sums, the
+# centring's cancellation; a property of the numbers, not of the CPU), scale the tensor's
+# largest |x|. So two paths differ by at most 2 k u (|x| + scale): rtol = 2 k u,
+# atol = rtol * scale. Each k is a power of two >= 2x the largest |path - exact| /
+# (u (|x| + scale)) measured over all the test's parametrisations under 6 summation orders
+# of torch and MKL (ATEN_CPU_CAPABILITY default, AVX2, AVX-512; MKL_CBWR COMPATIBLE, AVX2;
+# 1 and 2 threads): float64 paths against the numpy formulas in long double (64-bit
+# significand), float32 paths against the same computation in float64.
 
 
 def node_features(*shape, seed=0):
@@ -90,14 +103,16 @@ def test_batchnorm_matches_reference_in_training_and_eval(num_nodes, shape, mome
     inputs = [node_features(num_nodes, *shape, seed=seed) for seed in range(3)]
     evaluation_input = node_features(num_nodes + 3, *shape, seed=9)
     outputs, evaluated = train_then_eval(norm, inputs, evaluation_input)
+    # k measured (float64, against long double): outputs 3.6 (torch's; the reference's
+    # 3.0, two nodes) -> 8; running statistics 1.9 -> 4.
     for x, out in zip(inputs, outputs):
         assert out.shape == x.shape
         expected = reference.train(x.reshape(num_nodes, width).numpy()).reshape(x.shape)
-        np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(norm.bn.running_mean.numpy(), reference.running_mean, rtol=1e-12)
-    np.testing.assert_allclose(norm.bn.running_var.numpy(), reference.running_var, rtol=1e-12)
+        assert_within(out.detach().numpy(), expected, 8)
+    assert_within(norm.bn.running_mean.numpy(), reference.running_mean, 4)
+    assert_within(norm.bn.running_var.numpy(), reference.running_var, 4)
     expected = reference.eval(evaluation_input.reshape(-1, width).numpy()).reshape(evaluation_input.shape)
-    np.testing.assert_allclose(evaluated.detach().numpy(), expected, rtol=1e-10, atol=1e-10)
+    assert_within(evaluated.detach().numpy(), expected, 8)
 
 
 def test_batchnorm_in_training_gives_each_column_mean_zero_variance_one():
@@ -121,16 +136,18 @@ def test_dgn_matches_reference_in_training_and_eval(num_nodes, shape, num_groups
     inputs = [node_features(num_nodes, *shape, seed=seed) for seed in range(3)]
     evaluation_input = node_features(num_nodes + 2, *shape, seed=5)
     outputs, evaluated = train_then_eval(norm, inputs, evaluation_input)
+    # k measured (float64, against long double): the kernel 7.5 (3 nodes), the reference
+    # 4.4 -> 16.
     for x, out in zip(inputs, outputs):
         h = x.reshape(num_nodes, width).numpy()
         normalised = reference.train(reference_dgn_groups(h, weight, bias))
         expected = dgn_sum(h, normalised, num_groups, skip_weight).reshape(x.shape)
         assert out.shape == x.shape
-        np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-10, atol=1e-10)
+        assert_within(out.detach().numpy(), expected, 16)
     h = evaluation_input.reshape(-1, width).numpy()
     normalised = reference.eval(reference_dgn_groups(h, weight, bias))
     expected = dgn_sum(h, normalised, num_groups, skip_weight).reshape(evaluation_input.shape)
-    np.testing.assert_allclose(evaluated.detach().numpy(), expected, rtol=1e-10, atol=1e-10)
+    assert_within(evaluated.detach().numpy(), expected, 16)
 
 
 def test_dgn_groups_have_their_own_statistics():
@@ -199,11 +216,11 @@ def test_bad_options_raise_value_error_naming_the_value(cls, kwargs, message):
 
 @pytest.mark.parametrize("fused", [True, False], ids=["kernel", "torch"])
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 2e-5)], ids=["f64", "f32"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("width", [5, 6, 7, 16])  # the kernel compiles 6, 7 and 16 apart
 def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix(
-    width, training, dtype, tolerance, affine, fused, monkeypatch
+    width, training, dtype, affine, fused, monkeypatch
 ):
     """`dgn_output` (no (N, G * W) matrix), in the compiled kernel and by its
     torch products, against BatchNorm1d over that matrix."""
@@ -229,11 +246,17 @@ def test_dgn_gradients_and_running_stats_equal_batchnorm_over_the_grouped_matrix
 
     upstream = torch.randn(nodes, width, dtype=dtype)
     out, expected = norm(None, x), materialised(reference, x)
-    torch.testing.assert_close(out, expected, rtol=tolerance, atol=tolerance)
+    # k measured, each path in float32 against the same computation in float64 (and in
+    # float64 the paths' differences, in parentheses): output 3.0 (1.7) -> 8; gradients,
+    # each to its own largest entry, 46 (29: the assignment's weight and bias, sums of
+    # softmax derivatives that cancel over the groups) -> 128; running statistics 0.84
+    # (0.41) -> 2. The kernel and the torch products take their statistics in float64.
+    assert_within(out, expected, 8)
     got = torch.autograd.grad((out * upstream).sum(), [x, *norm.parameters()])
     want = torch.autograd.grad((expected * upstream).sum(), [x, *reference.parameters()])
     for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=tolerance, atol=tolerance)
-    for name in ("running_mean", "running_var", "num_batches_tracked"):
-        torch.testing.assert_close(getattr(norm.bn, name), getattr(reference.bn, name), rtol=tolerance, atol=tolerance)
+        assert_within(a, b, 128)
+    for name in ("running_mean", "running_var"):
+        assert_within(getattr(norm.bn, name), getattr(reference.bn, name), 2)
+    assert torch.equal(norm.bn.num_batches_tracked, reference.bn.num_batches_tracked)
     assert kernels.record()["paths"] == {"dgn": ["compiled" if fused else "torch"]}
