@@ -623,7 +623,7 @@ def test_runs_trained_with_their_seeds_are_planned_at_the_measured_share(shipped
         ({"LIPNORM_KERNELS": "on"}, True, "LIPNORM_KERNELS=on"),
         ({"LIPNORM_KERNELS": "off"}, False, "LIPNORM_KERNELS=off"),
         ({"LIPNORM_KERNELS": "auto", "CC": "/no/such/cc"}, False, "LIPNORM_KERNELS=auto, no C compiler found here"),
-        ({"CC": "gcc"}, True, "LIPNORM_KERNELS=auto, C compiler "),
+        ({"CC": "gcc"}, True, "LIPNORM_KERNELS=auto, a C compiler found here"),
     ],
     ids=["on", "off", "auto-no-compiler", "auto"],
 )

@@ -31,7 +31,7 @@ TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
     "config", "status", "diverged_epoch", "metric", "test_metric", "final", "best_val",
     "best_epoch", "epochs_run", "wall_time_s", "mean_epoch_s", "peak_memory_mb",
-    "num_params", "versions", "device", "threads", "resumed_from_epochs",
+    "num_params", "versions", "kernels", "device", "threads", "resumed_from_epochs",
 }
 
 
@@ -76,6 +76,7 @@ def test_run_writes_every_file_with_documented_columns(tmp_path, model):
     # Defaults are resolved: the model's dropouts are recorded, not null.
     assert written["config"]["feat_drop"] is not None and written["config"]["attn_drop"] is not None
     assert set(written["versions"]) == {"lipnorm", "torch", "dgl", "numpy", "python"}
+    assert {"mode", "paths", "cpu", "machine"} <= set(written["kernels"])  # tests/kernels/test_build.py has the rest
     assert written["threads"] == 1 and written["device"] == "cpu"
 
     assert list(metrics.columns) == METRICS_COLUMNS
