@@ -121,8 +121,9 @@ class GATConv(AttentionConv):
         Compute the scores, LipschitzNorm, softmax, attention dropout and neighbour sum
         in one compiled CPU kernel (`lipnorm.kernels`) where it applies: a whole
         homogeneous graph on the CPU, one feature tensor, no `edge_weight`, no
-        `get_attention` where autograd records, the "paper" variant; elsewhere, and where no C compiler is
-        found, DGL's calls. The same numbers to float rounding and the same dropout
+        `get_attention` where autograd records, the "paper" variant; elsewhere, and where the
+        kernels are unavailable or off (``LIPNORM_KERNELS``), DGL's calls (docs/layers.md,
+        "Compiled kernels"). The same numbers to float rounding and the same dropout
         masks; for small layers (a few heads of 16 features) where DGL's per-call cost
         dominates, several times faster (docs/performance.md).
     """
