@@ -149,3 +149,32 @@ def test_a_missing_private_api_is_named(monkeypatch):
                        match=r"has no dgl\.data\.citation_graph\._preprocess_features"):
         with citation_features_replaced(np.asarray):
             pass
+
+
+@pytest.mark.parametrize("norm", ["none", "lip"])
+@pytest.mark.parametrize("layer_class", ["gat-dgl", "gt"])
+def test_the_dgl_paths_gradgradcheck(layer_class, norm):
+    """GATConv without the kernel and GTConv: DGL's edge softmax with a backward that is
+    differentiable again (`lipnorm.dgl_private.edge_softmax`)."""
+    from lipnorm.nn import GATConv, GTConv
+
+    torch.manual_seed(3)
+    graph = dgl.add_self_loop(dgl.remove_self_loop(dgl.rand_graph(9, 24)))
+    torch.manual_seed(5)
+    layer = (GATConv(4, 3, 2, norm=norm, alpha=0.7) if layer_class == "gat-dgl" else GTConv(4, 3, 2, norm=norm)).double()
+    feat = torch.randn(graph.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda feat: layer(graph, feat), (feat,))
+
+
+def test_the_edge_softmaxs_first_order_gradient_is_dgls_bit_for_bit():
+    from dgl.nn.functional import edge_softmax as dgl_edge_softmax
+
+    from lipnorm.dgl_private import edge_softmax
+
+    torch.manual_seed(3)
+    graph = dgl.add_self_loop(dgl.remove_self_loop(dgl.rand_graph(30, 120)))
+    scores = torch.randn(graph.num_edges(), 3, 1, requires_grad=True)
+    upstream = torch.randn(graph.num_edges(), 3, 1)
+    ours, theirs = edge_softmax(graph, scores), dgl_edge_softmax(graph, scores)
+    assert torch.equal(ours, theirs)
+    assert torch.equal(*(torch.autograd.grad(out, scores, upstream)[0] for out in (ours, theirs)))

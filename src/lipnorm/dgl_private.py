@@ -24,6 +24,7 @@ upgrade that changes one fails there first.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import weakref
 from collections.abc import Callable, Hashable, Iterator
@@ -35,6 +36,7 @@ import torch
 __all__ = [
     "DGLPrivateAPIError",
     "citation_features_replaced",
+    "edge_softmax",
     "graph_structure",
     "gsddmm",
     "gspmm",
@@ -100,14 +102,20 @@ def gsddmm(structure: Any, op: str, lhs: torch.Tensor, rhs: torch.Tensor,
     return _private(SPARSE_MODULE, "gsddmm")(structure, op, lhs, rhs, lhs_target, rhs_target)
 
 
+@functools.lru_cache(maxsize=1)
 def _twice_differentiable_edge_softmax_class() -> type:
     edge_softmax = _private(SPARSE_MODULE, "EdgeSoftmax")
 
     class TwiceDifferentiableEdgeSoftmax(edge_softmax):
-        """DGL's edge softmax with a backward that autograd can differentiate again."""
+        """DGL's edge softmax with a backward that autograd can differentiate again: DGL's
+        own backward (the same bits) for a first-order gradient, its formula in
+        differentiable g-SpMM and g-SDDMM calls where the gradient is itself recorded
+        (create_graph=True)."""
 
         @staticmethod
         def backward(ctx, grad_out):
+            if not torch.is_grad_enabled():
+                return edge_softmax.backward(ctx, grad_out)
             try:
                 structure = ctx.backward_cache
             except AttributeError as error:
@@ -119,6 +127,22 @@ def _twice_differentiable_edge_softmax_class() -> type:
             return None, grad_score, None, None
 
     return TwiceDifferentiableEdgeSoftmax
+
+
+def edge_softmax(graph: dgl.DGLGraph, scores: torch.Tensor) -> torch.Tensor:
+    """`dgl.nn.functional.edge_softmax(graph, scores)` (over each destination's in-edges,
+    one edge type), whose backward autograd can differentiate again (double backward,
+    Hessian-vector products); first-order gradients are DGL's own, bit for bit."""
+    module = importlib.import_module(SPARSE_MODULE)
+    try:
+        gidx, cast, no_autocast = graph._graph, module._cast_if_autocast_enabled, module._disable_autocast_if_enabled
+    except AttributeError as error:
+        raise _missing(f"DGLGraph._graph and {SPARSE_MODULE}'s autocast helpers", error) from None
+    if gidx.number_of_etypes() != 1:
+        raise ValueError(f"edge_softmax takes a graph of one edge type; this one has {gidx.number_of_etypes()}")
+    args = cast(gidx, scores, dgl.base.ALL, "dst")
+    with no_autocast():
+        return _twice_differentiable_edge_softmax_class().apply(*args)
 
 
 @contextlib.contextmanager

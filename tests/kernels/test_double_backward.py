@@ -105,3 +105,4 @@ def test_first_order_gradients_stay_the_kernels():
         assert called
     finally:
         kernels.reference.pairnorm = original
+

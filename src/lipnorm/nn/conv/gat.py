@@ -24,10 +24,10 @@ from __future__ import annotations
 import dgl
 import dgl.function as fn
 import torch
-from dgl.nn.functional import edge_softmax
 from torch import nn
 
 from lipnorm import kernels
+from lipnorm.dgl_private import edge_softmax
 from lipnorm.nn.conv.base import AttentionConv, reject_zero_in_degree, reset_residual, residual_projection
 from lipnorm.nn.functional import check_eps, lipschitz_norm_linear
 from lipnorm.nn.row_pruned import RowPruned

@@ -43,9 +43,9 @@ import math
 import dgl
 import dgl.function as fn
 import torch
-from dgl.nn.functional import edge_softmax
 from torch import nn
 
+from lipnorm.dgl_private import edge_softmax
 from lipnorm.nn.conv.base import AttentionConv
 from lipnorm.nn.functional import lipschitz_norm_dot_product
 from lipnorm.nn.sparse import neighbour_weighted_sum
