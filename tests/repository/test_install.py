@@ -85,7 +85,7 @@ def test_citation_and_changelog_carry_the_version():
 
 def test_extras_are_the_documented_ones_and_all_is_their_union():
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"workflow", "plots", "bench", "docs", "dev", "all"}
+    assert set(extras) == {"workflow", "plots", "bench", "pyg", "docs", "dev", "all"}
     (everything,) = extras["all"]
     assert set(re.fullmatch(r"lipnorm\[(.*)\]", everything).group(1).split(",")) == set(extras) - {"all"}
 
