@@ -414,16 +414,35 @@ def test_return_forms_and_shapes(norm):
     out, (edges, attention) = transformer(x, edge_index, return_attention_weights=True)
     assert out.shape == (7, 6) and torch.equal(edges, edge_index) and attention.shape == (num_edges, 2)
 
-    # torch.sparse adjacency (PyG's transposed CSR): the same output, attention as a sparse tensor
+    # torch.sparse adjacency (PyG's transposed CSR): PyG reads it back as the edge list, so
+    # the same calls on the same values: the same bits; attention as a sparse tensor
     from torch_geometric.utils import to_torch_csc_tensor
 
     adj = to_torch_csc_tensor(edge_index, size=(7, 7)).t()
     gat_plain = GATConv(4, 3, heads=2, add_self_loops=False, norm=norm)
     expected = gat_plain(x, edge_index)
     out, (sparse_adj, attention) = gat_plain(x, adj, return_attention_weights=True)
-    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out, expected, **EXACT)
     assert sparse_adj.is_sparse_csr or sparse_adj.layout != torch.strided
-    torch.testing.assert_close(transformer(x, adj), transformer(x, edge_index), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(transformer(x, adj), transformer(x, edge_index), **EXACT)
+
+
+@pytest.mark.parametrize("norm", [None, "lip"])
+def test_an_empty_edge_list_and_an_explicit_size(norm):
+    """As PyG's own tests: no edges at all (GAT then attends over the self-loops it adds,
+    the transformer over nothing: its skip only), and `size=` for a bipartite pair."""
+    x = torch.randn(5, 4)
+    empty = torch.empty(2, 0, dtype=torch.long)
+    for layer in (GATConv(4, 3, heads=2, norm=norm), TransformerConv(4, 3, heads=2, norm=norm)):
+        out = layer(x, empty)
+        assert out.shape == (5, 6) and torch.isfinite(out).all()
+    torch.testing.assert_close(TransformerConv(4, 3, heads=2, root_weight=False, norm=norm)(x, empty),
+                               torch.zeros(5, 6), **EXACT)
+    x_src, x_dst = torch.randn(6, 4), torch.randn(3, 4)
+    edge_index = torch.tensor([[0, 1, 5, 2], [0, 0, 1, 2]])
+    bipartite = GATConv((4, 4), 3, heads=2, add_self_loops=False, norm=norm)
+    assert bipartite((x_src, x_dst), edge_index, size=(6, 3)).shape == (3, 6)
+    assert TransformerConv((4, 4), 3, heads=2, norm=norm)((x_src, x_dst), edge_index).shape == (3, 6)
 
 
 def test_repr_is_pygs_whatever_the_norm():
