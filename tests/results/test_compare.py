@@ -320,3 +320,46 @@ def test_the_primary_analysis_leaves_the_residual_arms_plain_depths_out(literatu
     assert tests.loc[("cora", "residual"), "n_pairs"] == 60
     assert tests.loc[("cora", "batchnorm"), "n_pairs"] == 70
     assert math.isclose(tests.loc[("cora", "batchnorm"), "mean"], 10.706, abs_tol=1e-3)
+
+
+def published_runs(dataset: str) -> list[str]:
+    folders = [f"literature-{dataset}", f"literature-{dataset}-more", f"literature-{dataset}-deep"]
+    return [str(REPO / "docs" / "results" / folder / "remedies" / "runs.csv") for folder in folders]
+
+
+def test_lipnorm_compare_primary_prints_the_plans_test(capsys, tmp_path):
+    from lipnorm import cli
+
+    out = tmp_path / "tests.csv"
+    assert cli.main(["compare", *published_runs("cora"), *published_runs("citeseer"), "--primary", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "per-block intervals (description, not a test): intervals 188, excluding 13, above 9, below 4" in printed
+    tests = pd.read_csv(out)
+    batchnorm = tests[(tests["dataset"] == "cora") & (tests["remedy"] == "batchnorm")].iloc[0]
+    assert round(batchnorm["mean"], 1) == 10.7 and batchnorm["p_exact"] == 0.0625 and len(tests) == 14
+
+
+def test_lipnorm_compare_any_axis(capsys):
+    from lipnorm import cli
+
+    argv = ["compare", *published_runs("cora"), "--axis", "attention_norm", "--a", "none", "--b", "lip",
+            "--groups", "norm,residual,initial_residual,dropedge", "--blocks", "1-10,15,20,25,30", "--scale", "100"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "batchnorm" in printed and "n_seeds" in printed
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "give --axis, --a, --b (or --primary)"),
+        (["--axis", "attention_norm", "--a", "none", "--b", "lip", "--blocks", "1-x"], "--blocks '1-x': give integers"),
+        (["--axis", "colour", "--a", "none", "--b", "lip"], "compare: unknown axis column 'colour'"),
+    ],
+)
+def test_lipnorm_compare_refuses_bad_arguments_naming_them(capsys, extra, message):
+    from lipnorm import cli
+
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["compare", published_runs("cora")[0], *extra])
+    assert refused.value.code == 2 and message in capsys.readouterr().err

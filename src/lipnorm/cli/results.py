@@ -35,6 +35,79 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         parser.set_defaults(handler=handler)
 
 
+    compare = sub.add_parser(
+        "compare",
+        help="does arm B do better than arm A? a paired test per comparison, Holm over them",
+        description="Compare two arms of any experiment's runs (lipnorm.results.compare): per seed the "
+        "mean over the blocks of B - A, an exact sign-flip test per group, a Student-t interval, "
+        "Holm over the groups, per-block intervals beside the count expected by chance. With "
+        "--primary, the pre-registered analysis of docs/results/analysis-plan.md.",
+    )
+    compare.add_argument("runs", nargs="+", metavar="RUNS",
+                         help="runs tables: runs.csv (published) or runs.parquet (lipnorm aggregate), joined")
+    compare.add_argument("--primary", action="store_true",
+                         help="the analysis plan's test: attention_norm lip vs none per dataset and remedy")
+    compare.add_argument("--axis", help="the column holding the two arms, e.g. attention_norm")
+    compare.add_argument("--a", dest="arm_a", help="the reference arm's value, e.g. none")
+    compare.add_argument("--b", dest="arm_b", help="the tested arm's value, e.g. lip")
+    compare.add_argument("--metric", default="best_val_test", help="the outcome column (default best_val_test)")
+    compare.add_argument("--groups", default="", help="comma-separated columns: one comparison per value")
+    compare.add_argument("--blocks", default=None,
+                         help="the block column's values to average over, e.g. 1-10,15,20 (default: all)")
+    compare.add_argument("--block", default="depth", help="the block column (default depth)")
+    compare.add_argument("--scale", type=float, default=1.0, help="multiply the differences (100: points)")
+    compare.add_argument("--out", metavar="CSV", help="also write the tests table here")
+    compare.set_defaults(handler=_compare)
+
+
+def _int_ranges(text: str) -> list[int]:
+    """`1-10,15,20` -> [1, ..., 10, 15, 20]."""
+    values = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        try:
+            values += list(range(int(low), int(high or low) + 1))
+        except ValueError:
+            raise UsageError(f"--blocks {text!r}: give integers and ranges, e.g. 1-10,15,20") from None
+    return values
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from lipnorm.io import atomic_path
+    from lipnorm.results.compare import compare_arms, primary_analysis
+
+    frames = []
+    for path in map(Path, args.runs):
+        if not path.is_file():
+            raise UsageError(f"runs table {str(path)!r} does not exist")
+        frames.append(pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path))
+    runs = pd.concat(frames, ignore_index=True)
+    if args.primary:
+        comparison = primary_analysis(runs, metric=args.metric)
+    else:
+        missing = [flag for flag, value in (("--axis", args.axis), ("--a", args.arm_a), ("--b", args.arm_b)) if not value]
+        if missing:
+            raise UsageError(f"give {', '.join(missing)} (or --primary)")
+        numeric = args.axis in runs.columns and pd.api.types.is_numeric_dtype(runs[args.axis])
+        arms = [float(value) if numeric else value for value in (args.arm_a, args.arm_b)]
+        comparison = compare_arms(
+            runs, args.axis, *arms, args.metric, groups=[g for g in args.groups.split(",") if g], block=args.block,
+            blocks=None if args.blocks is None else _int_ranges(args.blocks), scale=args.scale,
+        )
+    with pd.option_context("display.width", 200, "display.max_columns", None):
+        print(comparison.tests.to_string(index=False))
+    chance = comparison.chance()
+    print("per-block intervals (description, not a test): " + ", ".join(f"{key} {value}" for key, value in chance.items()))
+    if args.out:
+        with atomic_path(args.out) as tmp:
+            comparison.tests.to_csv(tmp, index=False)
+    return 0
+
+
 def _aggregate(args: argparse.Namespace) -> int:
     from lipnorm.results.aggregate import read_run_list, write_aggregate
 
