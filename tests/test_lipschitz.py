@@ -85,13 +85,28 @@ def test_estimate_of_a_whole_model_matches_full_jacobian(settings):
     assert estimate_lipschitz(net, graph, feat) == pytest.approx(expected, rel=1e-4)
 
 
-def test_estimate_needs_the_twice_differentiable_edge_softmax(monkeypatch):
-    """DGL's own edge softmax drops its part of J v: the estimate would be wrong."""
+@pytest.mark.parametrize("layer_softmax", ["lipnorm", "dgl"])
+@pytest.mark.parametrize("probe_swap", [True, False], ids=["probe-swap", "no-swap"])
+def test_estimate_needs_a_twice_differentiable_edge_softmax(monkeypatch, layer_softmax, probe_swap):
+    """DGL's own edge softmax drops its part of J v, so the estimate would be wrong with it.
+    lipnorm's layers take `lipnorm.dgl_private.edge_softmax`, differentiable again; the
+    probe's swap of DGL's (for a plugin's layer calling it directly) makes DGL's right too."""
+    from dgl.nn.functional import edge_softmax as dgl_edge_softmax
+
+    from lipnorm.nn.conv import gat
+
     layer, graph = probe_layer("gat", seed=2), tiny_graph()
     feat = random_probe_input(TINY_NODES, PROBE_IN_FEATS, seed=5)
     expected = full_jacobian_norm(layer, graph, feat)
-    monkeypatch.setattr(lipschitz, "twice_differentiable_edge_softmax", contextlib.nullcontext)
-    assert estimate_lipschitz(layer, graph, feat) != pytest.approx(expected, rel=1e-2)
+    if layer_softmax == "dgl":
+        monkeypatch.setattr(gat, "edge_softmax", dgl_edge_softmax)
+    if not probe_swap:
+        monkeypatch.setattr(lipschitz, "twice_differentiable_edge_softmax", contextlib.nullcontext)
+    estimate = estimate_lipschitz(layer, graph, feat)
+    if layer_softmax == "dgl" and not probe_swap:
+        assert estimate != pytest.approx(expected, rel=1e-2)
+    else:
+        assert estimate == pytest.approx(expected, rel=1e-4)
 
 
 def test_estimate_restores_dgl_and_leaves_the_layer_alone():

@@ -254,13 +254,16 @@ def test_two_processes_on_an_empty_cache_build_once(tmp_path):
     job = textwrap.dedent(f"""
         from pathlib import Path
         from lipnorm.kernels import build
+        plan = build._plan(build.NATIVE, Path({str(tmp_path / 'cache')!r}), build.SOURCE_DIR)
         print(build.build(cache=Path({str(tmp_path / 'cache')!r})).path)
+        print(plan)
     """)
     environment = {**os.environ, "CC": compiler}
     jobs = [subprocess.Popen([sys.executable, "-c", job], env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)]
     outputs = [process.communicate(timeout=300) for process in jobs]
-    paths = [out.strip() for out, _ in outputs]
+    paths = [out.splitlines()[0] if out else "" for out, _ in outputs]
+    assert paths[0] == paths[1], [out for out, _ in outputs]  # with what each keyed the build on
     assert [process.returncode for process in jobs] == [0, 0], [err[-2000:] for _, err in outputs]
     assert paths[0] == paths[1] and Path(paths[0]).exists()
     assert log.read_text().splitlines() == ["build"]

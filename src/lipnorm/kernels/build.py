@@ -129,7 +129,9 @@ def _target(compiler: str, march: str) -> str:
     lines = [line for line in done.stderr.splitlines() if "cc1" in line or "-target-cpu" in line]
     if done.returncode == 0 and lines:
         tokens = shlex.split(lines[-1])
-        with_value = ("--param", "-target-cpu", "-target-feature", "-target-abi", "-tune-cpu")
+        # the instruction set and tuning; not gcc's --param cache sizes, which a VM may
+        # report differently from one call to the next
+        with_value = ("-target-cpu", "-target-feature", "-target-abi", "-tune-cpu")
         kept = [
             token for before, token in zip(["", *tokens], tokens)
             if token.startswith("-m") or token in with_value or before in with_value
