@@ -30,7 +30,8 @@ destination node, before PyG's LeakyReLU (GAT) and `torch_geometric.utils.softma
 
 The neighbour maxima are `torch_geometric.utils.scatter(..., reduce="max")` over the
 in-edges the layer attends over (self-loops included where PyG adds them); the module
-imports neither DGL nor the rest of lipnorm. Edge features, bipartite inputs, nodes
+imports no DGL: its squared norms, inverse bound and scale are `lipnorm.bound`'s, as
+lipnorm's DGL layers' are. Edge features, bipartite inputs, nodes
 without in-edges and ``torch.sparse`` adjacencies are handled as PyG handles them (see
 each class). docs/pyg.md compares this with the authors' own PyG code.
 """
@@ -53,6 +54,8 @@ from torch import Tensor
 from torch_geometric.typing import Adj, NoneType, OptPairTensor, OptTensor, PairTensor, Size, SparseTensor, torch_sparse
 from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove_self_loops, scatter, softmax
 from torch_geometric.utils.sparse import set_sparse_value
+
+from lipnorm.bound import inverse_sqrt, scaled, squared_norm
 
 if typing.TYPE_CHECKING:
     from typing import overload
@@ -88,76 +91,10 @@ def _check_options(norm, alpha: float, eps: float) -> Optional[str]:
     return norm
 
 
-class _SquaredNorm(torch.autograd.Function):
-    # lipnorm.nn.functional.squared_norm, without its DGL import: the same numbers.
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return (x * x).sum(dim=-1)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        return x * (2 * grad).unsqueeze(-1)
-
-
-@torch.jit.unused
-def _squared_norm_function(x: Tensor) -> Tensor:
-    return _SquaredNorm.apply(x)
-
-
-def _squared_norm(x: Tensor) -> Tensor:
-    """Squared norm over the last dimension, with a one-multiply backward (``2 grad x``);
-    autograd's (same values) under TorchScript, which compiles no autograd.Function."""
-    if torch.jit.is_scripting():
-        return (x * x).sum(dim=-1)
-    else:
-        return _squared_norm_function(x)
-
-
-class _InverseSqrt(torch.autograd.Function):
-    # lipnorm.nn.functional.inverse_sqrt, without its DGL import: the same numbers.
-    @staticmethod
-    def forward(ctx, squared: Tensor, eps: float) -> Tensor:
-        result = torch.rsqrt(squared).masked_fill_(squared <= eps * eps, 0.0)
-        ctx.save_for_backward(result)
-        return result
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        (result,) = ctx.saved_tensors
-        return grad * result.pow(3) * -0.5, None
-
-
-@torch.jit.unused
-def _inverse_sqrt_function(squared: Tensor, eps: float) -> Tensor:
-    return _InverseSqrt.apply(squared, eps)
-
-
-def _inverse_sqrt(squared: Tensor, eps: float) -> Tensor:
-    """``1 / sqrt(squared)`` where ``sqrt(squared) > eps``, else 0 (with gradient 0).
-
-    `squared` is a squared bound ``(u v)^2``: a bound at or below `eps` only meets a score
-    of the same size, which gets the neutral score 0 (uniform attention) instead of 0/0.
-    Under TorchScript, the same values through `torch.where` (autograd's backward).
-    """
-    if torch.jit.is_scripting():
-        keep = squared > eps * eps
-        safe = torch.where(keep, squared, torch.ones_like(squared))
-        return torch.where(keep, torch.rsqrt(safe), torch.zeros_like(squared))
-    else:
-        return _inverse_sqrt_function(squared, eps)
-
-
 def _neighbour_max(values: Tensor, index: Tensor, dim_size: Optional[int]) -> Tensor:
     """Per edge, the max of the non-negative per-edge `values` over the in-edges of its
     destination (`index`): PyG's `scatter(..., reduce="max")`, gathered back."""
     return scatter(values, index, dim=0, dim_size=dim_size, reduce="max").index_select(0, index)
-
-
-def _scaled(scores: Tensor, alpha: float) -> Tensor:
-    """`alpha * scores`, applied last (as lipnorm.nn.functional; multiplying by 1 skipped)."""
-    return scores if alpha == 1.0 else alpha * scores
 
 
 class GATConv(_PyGGATConv):
@@ -351,11 +288,11 @@ class GATConv(_PyGGATConv):
         x = (x_src, x_dst)
 
         # (attention term, squared norm) per node and head, (N, H, 2).
-        src_squared = _squared_norm(x_src)
+        src_squared = squared_norm(x_src)
         alpha_src = torch.stack([(x_src * self.att_src).sum(dim=-1), src_squared], dim=-1)
         alpha_dst: Optional[Tensor] = None
         if x_dst is not None:
-            dst_squared = src_squared if shared else _squared_norm(x_dst)
+            dst_squared = src_squared if shared else squared_norm(x_dst)
             alpha_dst = torch.stack([(x_dst * self.att_dst).sum(dim=-1), dst_squared], dim=-1)
         alpha = (alpha_src, alpha_dst)
 
@@ -419,12 +356,12 @@ class GATConv(_PyGGATConv):
             if self.norm is None and not self._capture:
                 return super().edge_update(alpha_j, alpha_i, edge_attr, index, ptr, dim_size)
         score, src_squared = alpha_j.select(-1, 0), alpha_j.select(-1, 1)
-        attn_squared = _squared_norm(self.att_src)  # (1, H)
+        attn_squared = squared_norm(self.att_src)  # (1, H)
         dst_squared: Optional[Tensor] = None
         if alpha_i is not None:
             score = score + alpha_i.select(-1, 0)
             dst_squared = alpha_i.select(-1, 1)
-            attn_squared = attn_squared + _squared_norm(self.att_dst)
+            attn_squared = attn_squared + squared_norm(self.att_dst)
         if index.numel() == 0:
             if self._capture:
                 self._scores = score
@@ -435,14 +372,14 @@ class GATConv(_PyGGATConv):
             edge_attr = self.lin_edge(edge_attr)
             edge_attr = edge_attr.view(-1, self.heads, self.out_channels)
             score = score + (edge_attr * self.att_edge).sum(dim=-1)
-            src_squared = src_squared + _squared_norm(edge_attr)
-            attn_squared = attn_squared + _squared_norm(self.att_edge)
+            src_squared = src_squared + squared_norm(edge_attr)
+            attn_squared = attn_squared + squared_norm(self.att_edge)
         if self.norm is not None:
             # v_i^2 per edge (i its destination): ||x_i||^2 + max over i's in-edges.
             v_squared = _neighbour_max(src_squared, index, dim_size)
             if dst_squared is not None:
                 v_squared = dst_squared + v_squared
-            score = _scaled(score * _inverse_sqrt(attn_squared * v_squared, self.eps), self.alpha)
+            score = scaled(score * inverse_sqrt(attn_squared * v_squared, self.eps), self.alpha)
         if self._capture:
             self._scores = score
 
@@ -672,14 +609,14 @@ class TransformerConv(_PyGTransformerConv):
         self, dot: Tensor, query_i: Tensor, key_j: Tensor, value: Tensor, index: Tensor, size_i: Optional[int]
     ) -> Tensor:
         """LipschitzNorm of the raw dot products ``(E, H)``."""
-        query_squared = _squared_norm(query_i)
+        query_squared = squared_norm(query_i)
         # max_j ||k_j||^2 and max_j ||val_j||^2 over the destination's in-edges, one reduce.
-        maxima = _neighbour_max(torch.stack([_squared_norm(key_j), _squared_norm(value)], dim=-1), index, size_i)
+        maxima = _neighbour_max(torch.stack([squared_norm(key_j), squared_norm(value)], dim=-1), index, size_i)
         key_max, value_max = maxima.select(-1, 0), maxima.select(-1, 1)
         bound_squared = torch.maximum(
             torch.maximum(query_squared * key_max, query_squared * value_max), key_max * value_max
         )
-        return _scaled(dot * _inverse_sqrt(bound_squared, self.eps), self.alpha)
+        return scaled(dot * inverse_sqrt(bound_squared, self.eps), self.alpha)
 
     def normalized_scores(self, x, edge_index, edge_attr: Optional[Tensor] = None) -> Tensor:
         """The scores fed to the softmax, ``(E, H)`` in edge order: PyG's

@@ -91,7 +91,7 @@ def test_gat_on_a_sparse_adjacency_makes_every_tensor_on_its_inputs_device(fake_
 
 def test_the_check_sees_a_tensor_made_on_the_default_device(monkeypatch):
     """The check above fails where a layer makes a tensor without its inputs' device."""
-    monkeypatch.setattr(lipnorm.pyg, "_scaled", lambda scores, alpha: scores * torch.tensor(alpha))
+    monkeypatch.setattr(lipnorm.pyg, "scaled", lambda scores, alpha: scores * torch.tensor(alpha))
     x, edge_index, _ = graph()
     layer = GATConv(5, 4, heads=2, norm="lip", alpha=2.0)
     with default_device("meta"), pytest.raises(RuntimeError, match="device"):

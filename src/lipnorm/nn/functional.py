@@ -27,6 +27,7 @@ import math
 import dgl
 import torch
 
+from lipnorm.bound import inverse_sqrt, scaled, squared_norm
 from lipnorm.settings.model_config import VARIANTS
 
 __all__ = ["lipschitz_norm_linear", "lipschitz_norm_dot_product", "NORMS", "VARIANTS", "OFFICIAL_ATTENTION_FACTOR"]
@@ -122,7 +123,7 @@ def lipschitz_norm_linear(
         attn_squared = OFFICIAL_ATTENTION_FACTOR**2 * (attn_l.pow(2).sum() + attn_r.pow(2).sum())
         v_squared = dgl.ops.u_add_v(graph, src_squared, max_squared)  # v_ij^2, (E, H, 1)
         scores = e * inverse_sqrt(attn_squared * v_squared, eps)
-    return _scaled(scores, alpha)
+    return scaled(scores, alpha)
 
 
 def lipschitz_norm_dot_product(
@@ -189,18 +190,7 @@ def lipschitz_norm_dot_product(
         u_sq = (u_sq * graph.in_degrees().to(q.dtype).view(-1, 1, 1)).sum(dim=0, keepdim=True)
         scale = alpha / math.sqrt(dim)
     bound_sq = torch.maximum(torch.maximum(u_sq * k_max_sq, u_sq * v_max_sq), k_max_sq * v_max_sq)
-    return _scaled(dgl.ops.e_mul_v(graph, dot, inverse_sqrt(bound_sq, 0.0)), scale)
-
-
-def _scaled(scores: torch.Tensor, scale: float) -> torch.Tensor:
-    """`scale * scores`, the scale applied last.
-
-    The scores are bounded by 1 in exact arithmetic before it (paper variants), so the
-    float result is bounded by `scale` up to an ulp of the division, even for a tiny
-    scale; a scale folded into 1 / bound first rounds to a subnormal there (alpha =
-    1.2e-38 gave a score above alpha). Multiplying by 1 is exact, so it is skipped.
-    """
-    return scores if scale == 1.0 else scale * scores
+    return scaled(dgl.ops.e_mul_v(graph, dot, inverse_sqrt(bound_sq, 0.0)), scale)
 
 
 def _src_dst(graph: dgl.DGLGraph, ft) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,59 +228,6 @@ def check_shape(name: str, tensor: torch.Tensor, expected: tuple[int, ...], give
     """Raise `ValueError` naming `name` if `tensor` does not have the shape `expected`."""
     if tuple(tensor.shape) != expected:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}; expected {expected} for this graph and {given}")
-
-
-class _SquaredNorm(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return (x * x).sum(dim=-1)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return x * (2 * grad).unsqueeze(-1)
-
-
-def squared_norm(x: torch.Tensor) -> torch.Tensor:
-    """`(x * x).sum(-1)`, the squared norm over the last dimension, with a one-multiply
-    backward (`2 grad x`).
-
-    Autograd's own backward of `x * x` takes two multiplies of x's size and their sum;
-    on the (N, H, D) projections of a layer that was the largest part of LipschitzNorm's
-    cost at D = 64 (3.1 vs 4.7 ms fwd+bwd at Cora, 8 x 64). Values are identical.
-    """
-    return _SquaredNorm.apply(x)
-
-
-class _InverseSqrt(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, squared: torch.Tensor, eps: float) -> torch.Tensor:
-        # rsqrt(0) = inf, replaced by the 0 it gets; no NaN is ever formed.
-        result = torch.rsqrt(squared).masked_fill_(squared <= eps * eps, 0.0)
-        ctx.save_for_backward(result)
-        return result
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (result,) = ctx.saved_tensors
-        # d/ds s^(-1/2) = -s^(-3/2) / 2 = -result^3 / 2, which is 0 where result is.
-        return grad * result.pow(3) * -0.5, None
-
-
-def inverse_sqrt(squared: torch.Tensor, eps: float) -> torch.Tensor:
-    """`1 / sqrt(squared)` where `sqrt(squared) > eps`, and 0 elsewhere, with gradient 0 there.
-
-    `squared` is the squared bound (u v)^2 >= e^2, so a bound at or below eps only meets a
-    score of the same size, whose direction is numerically meaningless: it gets the
-    neutral score 0 (uniform attention). Elsewhere the value is exact (no `bound + eps`).
-    Working on squares means no sqrt is ever taken, and eps > 0 bounds the result, hence
-    the gradients, by 1 / eps. Its own backward (`-result^3 / 2`, the formula of
-    `torch.rsqrt`'s) replaces autograd's through a `torch.where` on each side of the
-    rsqrt: 3 ops forward and 3 backward instead of 5 and 7, which counts on the
-    `(N, H, 1)` tensors of a small layer, where each op costs its fixed overhead.
-    """
-    return _InverseSqrt.apply(squared, eps)
 
 
 def neighbour_max(graph: dgl.DGLGraph, src_values: torch.Tensor) -> torch.Tensor:

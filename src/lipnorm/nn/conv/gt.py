@@ -19,7 +19,7 @@ max(u v, u w, v w), where v = max_j ||k_j||, w = max_j ||val_j|| (neighbour max,
   sqrt(D) is kept: s_ij = alpha (q_i . k_j / sqrt(D)) / max(...). Their code has no alpha
   (alpha=1 reproduces it). Not reproduced: the file's other revision (b506691), whose u
   is one Frobenius norm over all heads together, and their `+ 1e-12` in the denominator,
-  replaced by mapping 0/0 to 0 (`lipnorm.nn.functional.inverse_sqrt` with eps=0);
+  replaced by mapping 0/0 to 0 (`lipnorm.bound.inverse_sqrt` with eps=0);
   elsewhere the two differ by a relative 1e-12 / max(...).
 
 The bound is computed from squared norms, max(u^2 v^2, u^2 w^2, v^2 w^2), whose inverse
