@@ -9,9 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,3 +84,57 @@ def test_the_readme_and_the_cluster_page_quote_the_paper_presets_plan(monkeypatc
     assert report in (ROOT / "README.md").read_text()
     indented = "\n".join(f"    {line}" for line in report.splitlines())
     assert indented in (ROOT / "docs" / "cluster.md").read_text()
+
+
+def _slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc (and GitHub) gives a heading."""
+    text = unicodedata.normalize("NFKD", heading.replace("`", "")).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def _anchors(page: Path) -> set[str]:
+    text = page.read_text()
+    headings = re.findall(r"^#+ (.+?)\s*$", text, flags=re.MULTILINE)
+    return {_slug(h) for h in headings} | set(re.findall(r'<a id="([^"]+)"></a>', text))
+
+
+def test_the_performance_page_is_a_short_reference_that_links_its_log():
+    """docs/performance.md gives the current figures (at most 300 lines); the history of
+    measurements is docs/performance-log.md, ordered by date."""
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert len(page.splitlines()) <= 300
+    assert "(performance-log.md" in page
+    log = (ROOT / "docs" / "performance-log.md").read_text()
+    days = re.findall(r"^## (\d{4}-\d{2}-\d{2})$", log, flags=re.MULTILINE)
+    assert days and days == sorted(days) and len(days) == len(set(days))
+
+
+@pytest.mark.parametrize("page", ["README.md", "CHANGELOG.md", *sorted(
+    str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md"))])
+def test_links_into_the_performance_pages_name_anchors_they_have(page):
+    """CHANGELOG.md's and README.md's links are outside the strict build: an anchor of
+    performance.md or performance-log.md they name must still be there (a heading's, or
+    an `<a id>` kept for a section that moved to the log)."""
+    path = ROOT / page
+    links = re.findall(r"\]\(([^)#\s]*performance(?:-log)?\.md)#([^)\s]+)\)", path.read_text())
+    broken = [f"{target}#{anchor}" for target, anchor in links
+              if anchor not in _anchors((path.parent / target).resolve())]
+    assert broken == []
+
+
+def test_every_published_results_folder_and_the_performance_log_are_in_the_nav():
+    def pages(node) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, list):
+            return [page for item in node for page in pages(item)]
+        if isinstance(node, dict):
+            return [page for value in node.values() for page in pages(value)]
+        return []
+
+    nav = set(pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]))
+    published = {str(summary.relative_to(ROOT / "docs"))
+                 for summary in (ROOT / "docs" / "results").glob("*/summary.md")}
+    assert published and published - nav == set()
+    assert {"performance.md", "performance-log.md"} <= nav
