@@ -138,3 +138,25 @@ def test_every_published_results_folder_and_the_performance_log_are_in_the_nav()
                  for summary in (ROOT / "docs" / "results").glob("*/summary.md")}
     assert published and published - nav == set()
     assert {"performance.md", "performance-log.md"} <= nav
+
+
+def test_the_architecture_page_names_every_package_its_modules_and_the_kernel_sources():
+    """docs/architecture.md is the newcomer's map: each package of src/lipnorm with each of
+    its modules and subpackages, the compiled kernels' C sources, the road of a setting
+    and how to add each kind of part."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    package = ROOT / "src" / "lipnorm"
+    missing = []
+    for folder in sorted(path for path in package.iterdir() if (path / "__init__.py").is_file()):
+        if f"`{folder.name}/`" not in text:
+            missing.append(f"{folder.name}/")
+        for child in sorted(folder.iterdir()):
+            is_module = child.suffix == ".py" and not child.name.startswith("__")
+            named = f"`{child.stem}`" in text or f"`{child.stem}/`" in text
+            if (is_module or (child / "__init__.py").is_file()) and not named:
+                missing.append(f"{folder.name}/{child.name}")
+    missing += [f"kernels/csrc/{source.name}" for source in sorted((package / "kernels" / "csrc").iterdir())
+                if source.suffix in (".c", ".h") and f"`{source.name}`" not in text]
+    assert missing == []
+    for section in ("## The road of a setting", "## Adding a part", "## The compiled kernels"):
+        assert section in text
