@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Iterable, Mapping
 
 from lipnorm import experiments, registry
+from lipnorm.settings.recipes import recipe_defaults
 
 # Grid axes, in path order: the config key of each and the path segment prefix.
 AXES = (
@@ -255,3 +256,9 @@ def alternatives_regex(names: Iterable[str]) -> str:
     if not ordered:
         raise ValueError("expected at least one name for a wildcard constraint")
     return "|".join(re.escape(name) for name in ordered)
+
+
+def missing_pool(settings: Mapping) -> str:
+    """The missing-features pool of a run group with these `train` settings: its
+    `missing_pool`, else its recipe's (lipnorm.settings.recipes.MISSING_POOLS)."""
+    return settings.get("missing_pool") or recipe_defaults(settings.get("recipe", "lipnorm"), 1)["missing_pool"]

@@ -57,6 +57,17 @@ def test_mask_writes_npy(planetoid_root, data_mirror, tmp_path, no_network, caps
     assert mask.sum() == (2708 - 140) // 2
 
 
+def test_mask_of_the_evaluation_pool(planetoid_root, data_mirror, tmp_path, no_network, capsys):
+    out = tmp_path / "masks" / "cora_eval.npy"
+    args = ["data", "mask", "cora", "--rate", "100", "--seed", "0", "--pool", "evaluation", "--out", str(out)]
+    assert main(args + ["--root", str(planetoid_root), "--mirror", str(data_mirror)]) == 0
+    dataset = load_dataset("cora", root=planetoid_root, mirror=data_mirror)
+    assert np.array_equal(np.load(out), (dataset.val_mask | dataset.test_mask).numpy())
+    with pytest.raises(SystemExit):
+        main(["data", "mask", "cora", "--rate", "1", "--seed", "0", "--pool", "train", "--out", str(out)])
+    assert "argument --pool: invalid choice: 'train' (choose from 'unlabelled', 'evaluation')" in capsys.readouterr().err
+
+
 def test_mask_for_csbm_spec(tmp_path, capsys):
     out = tmp_path / "csbm.npy"
     main(["data", "mask", "csbm", "--csbm", "nodes=200,classes=4", "--rate", "100", "--seed", "0", "--out", str(out)])

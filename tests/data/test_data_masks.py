@@ -97,3 +97,32 @@ def test_apply_zeroes_rows_and_copies():
         assert np.asarray(features)[0, 1] == 1  # the input is untouched
     with pytest.raises(ValueError, match=r"mask of shape \(4,\) does not fit features of shape \(5, 3\)"):
         apply_missing_features(np.zeros((5, 3)), mask)
+
+
+def test_evaluation_pool_erases_validation_and_test_only():
+    """SNR's setting: the pool is the validation and test nodes; at rate 100 all of them,
+    at 50 half of them drawn by the seed, never a training or other unlabelled node."""
+    from lipnorm.data import erasable_nodes
+
+    n = 40
+    train, val, test = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    train[:6], val[10:18], test[20:36] = True, True, True
+    pool = erasable_nodes("evaluation", train, val, test)
+    assert np.array_equal(pool, val | test)
+    assert np.array_equal(erasable_nodes("unlabelled", train, val, test), ~train)
+    assert np.array_equal(missing_features_mask(train, 100, 0, pool), val | test)
+    half = missing_features_mask(train, 50, 4, pool)
+    assert half.sum() == 12 and not (half & ~pool).any()
+    chosen = np.random.default_rng(4).choice(np.flatnonzero(pool), size=12, replace=False)
+    assert np.array_equal(np.flatnonzero(half), np.sort(chosen))
+    with pytest.raises(ValueError, match=r"unknown missing-features pool 'labelled'; allowed: unlabelled, evaluation"):
+        erasable_nodes("labelled", train, val, test)
+    with pytest.raises(ValueError, match=r"erasable nodes of shape \(39,\) do not fit \(40,\) nodes"):
+        missing_features_mask(train, 10, 0, pool[:-1])
+
+
+def test_mask_path_of_a_pool_is_a_folder_of_its_own(tmp_path):
+    assert mask_path(tmp_path, "cora", 100, 3) == tmp_path / "masks" / "cora" / "rate100_seed3.npy"
+    assert mask_path(tmp_path, "cora", 100, 3, "evaluation") == tmp_path / "masks" / "cora" / "evaluation" / "rate100_seed3.npy"
+    with pytest.raises(ValueError, match="unknown missing-features pool 'all'"):
+        mask_path(tmp_path, "cora", 100, 3, "all")

@@ -318,7 +318,7 @@ def test_attention_layers(model):
         ("feat_drop", 1.0, r"feat_drop must be in \[0, 1\) or None \(default\), got 1.0"),
         ("attn_drop", -0.5, r"attn_drop must be in \[0, 1\) or None \(default\), got -0.5"),
         ("pairnorm_mode", "BN", "unknown PairNorm mode 'BN'"),
-        ("recipe", "pyg", "unknown recipe 'pyg'; allowed: lipnorm, official, dgn"),
+        ("recipe", "pyg", "unknown recipe 'pyg'; allowed: lipnorm, official, dgn, snr"),
     ],
 )
 def test_invalid_config(setting, value, message):
@@ -452,7 +452,7 @@ def test_official_recipe_initialisation_is_pyg_glorot_and_torch_linear():
 def test_official_recipe_rejects_what_their_deepgat_lacks(settings, message):
     with pytest.raises(ValueError, match=message):
         build_model(config(recipe="official", **settings))
-    with pytest.raises(ValueError, match="unknown recipe 'pyg'; allowed: lipnorm, official, dgn"):
+    with pytest.raises(ValueError, match="unknown recipe 'pyg'; allowed: lipnorm, official, dgn, snr"):
         DeepGAT(IN_FEATS, NUM_CLASSES, recipe="pyg")
 
 

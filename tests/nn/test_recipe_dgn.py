@@ -1,5 +1,5 @@
-"""The "dgn" recipe: the deep-GNN literature's GAT protocol (DGN's code, which DeCorr and
-SNR reuse): the network (`LiteratureGAT`) against hand-built references, its
+"""The "dgn" recipe: the deep-GNN literature's GAT protocol (DGN's code, which DeCorr's
+follows): the network (`LiteratureGAT`) against hand-built references, its
 initialisation, and the recipe's defaults per dataset, overridden by explicit settings."""
 
 from __future__ import annotations

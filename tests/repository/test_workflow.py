@@ -248,7 +248,7 @@ BAD_CONFIGS = {
     ),
     "unknown recipe": (
         lambda c: c["experiments"]["depth"]["train"].update(recipe="pyg"),
-        "experiments.depth.train.recipe: 'pyg' is not allowed; allowed: lipnorm, official, dgn",
+        "experiments.depth.train.recipe: 'pyg' is not allowed; allowed: lipnorm, official, dgn, snr",
     ),
     "misspelt experiment": (
         lambda c: c["experiments"].update(detph=c["experiments"]["depth"]),

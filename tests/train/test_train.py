@@ -477,7 +477,7 @@ BAD_SETTINGS = [
     ({"depth": "3"}, "depth must be an integer, got '3'"),
     ({"csbm": "nodes=ten"}, "csbm nodes='ten' is not a valid int"),
     ({"mask": "nowhere.npy"}, "mask file 'nowhere.npy' does not exist"),
-    ({"recipe": "pyg"}, "unknown recipe 'pyg'; allowed: lipnorm, official, dgn"),
+    ({"recipe": "pyg"}, "unknown recipe 'pyg'; allowed: lipnorm, official, dgn, snr"),
     ({"flush_denormal": "yes"}, "flush_denormal must be true or false, got 'yes'"),
     ({"flush_denormal": 1}, "flush_denormal must be true or false, got 1"),
     ({"recipe": "official", "model": "gt-lip"}, "recipe 'official' builds the authors' DeepGAT, which has no model 'gt-lip'"),
@@ -522,7 +522,7 @@ def test_cli_recipe_choices_are_the_library_recipes(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--recipe", "pyg", "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
-    assert "error: argument --recipe: invalid choice: 'pyg' (choose from 'lipnorm', 'official', 'dgn')" in capsys.readouterr().err
+    assert "error: argument --recipe: invalid choice: 'pyg' (choose from 'lipnorm', 'official', 'dgn', 'snr')" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

@@ -10,6 +10,7 @@ from snakemake.utils import validate
 from lipnorm import experiments, grid, numbers, plan, registry
 from lipnorm.train import seed_plan
 from lipnorm.results.aggregate import AGGREGATE_TABLES
+from lipnorm.settings.recipes import MISSING_POOLS
 
 # `make run` calls .venv/bin/snakemake without activating the venv: the `lipnorm`
 # entry point sits beside the interpreter running Snakemake, so jobs find it first.
@@ -72,7 +73,10 @@ for _line in grid.left_out_lines(RUN_GROUPS):
 
 DATASET_ROOT = f"{RESOURCES}/datasets"
 DATASET_READY = f"{DATASET_ROOT}/{{dataset}}.ok"
+# A mask of the pool "unlabelled" lies in its dataset's folder, one of another pool in a
+# folder of the pool's name (`run_mask`, `lipnorm.data.masks.mask_path`).
 MASK = f"{RESOURCES}/masks/{{dataset}}/rate{{rate}}_seed{{seed}}.npy"
+POOL_MASK = f"{RESOURCES}/masks/{{dataset}}/{{pool}}/rate{{rate}}_seed{{seed}}.npy"
 RUN_DIR = f"{RESULTS}/{{run_group}}/runs/{grid.RUN_SUBDIR}"
 RUN_LOG = f"{RESULTS}/{{run_group}}/logs/runs/{grid.RUN_SUBDIR}.log"
 # The run groups whose seeds one job trains (rule train_seeds, `lipnorm train --seeds`),
@@ -105,6 +109,7 @@ wildcard_constraints:
     alpha=grid.NUMBER_REGEX,
     rate=grid.NUMBER_REGEX,
     seed=r"\d+",
+    pool=grid.alternatives_regex(MISSING_POOLS[1:]),
 
 
 def mirror_args():
@@ -205,13 +210,26 @@ def seeds_out(wildcards):
     return os.path.join(SEEDS_DIR.format(**dict(wildcards.items())), "s{seed}")
 
 
+def _mask(wildcards, settings, **values):
+    """The mask pattern of a run group with these `train` settings (its pool, given or
+    its recipe's), formatted with `wildcards` and `values`."""
+    pool = grid.missing_pool(settings)
+    pattern = MASK if pool == "unlabelled" else POOL_MASK
+    return pattern.format(**{**dict(wildcards.items()), "pool": pool, **values})
+
+
+def run_mask(wildcards):
+    return _mask(wildcards, planned_job(wildcards).settings)
+
+
 def seeds_mask(wildcards):
     """`lipnorm train --seeds --mask`: the masks, `{seed}` left for it to fill."""
-    return MASK.format(**dict(wildcards.items()), seed="{seed}")
+    return _mask(wildcards, seed_jobs(wildcards)[0].settings, seed="{seed}")
 
 
 def seed_masks(wildcards):
-    return [MASK.format(**dict(wildcards.items()), seed=seed) for seed in SEED_LIST]
+    settings = seed_jobs(wildcards)[0].settings
+    return [_mask(wildcards, settings, seed=seed) for seed in SEED_LIST]
 
 
 def train_mem_mb(wildcards, attempt):

@@ -6,7 +6,7 @@
 rule train:
     input:
         ready=dataset_ready,
-        mask=MASK,
+        mask=run_mask,
     output:
         # lipnorm train renames the whole run directory into place: never half-written.
         summary=f"{RUN_DIR}/summary.json",

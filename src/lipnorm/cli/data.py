@@ -6,6 +6,7 @@ import argparse
 
 from lipnorm.cli.common import names_help, plugins_parser
 from lipnorm.settings.constants import DEFAULT_DATA_ROOT
+from lipnorm.settings.recipes import MISSING_POOLS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -43,9 +44,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "mask", parents=[common, generated], help="write a missing-features mask (.npy)"
     )
     mask.add_argument(
-        "--rate", type=float, required=True, help="percent (0-100) of non-training nodes erased"
+        "--rate", type=float, required=True, help="percent (0-100) of the pool's nodes erased"
     )
     mask.add_argument("--seed", type=int, required=True, help="seed of the draw")
+    mask.add_argument(
+        "--pool", choices=MISSING_POOLS, default="unlabelled",
+        help="nodes that may be erased: unlabelled (every non-training node; default) or "
+        "evaluation (the validation and test nodes, SNR's setting)",
+    )
     mask.add_argument("--out", required=True, metavar="PATH.npy", help="mask file to write")
     mask.set_defaults(handler=_data_mask)
 
@@ -72,5 +78,5 @@ def _data_info(args: argparse.Namespace) -> int:
 def _data_mask(args: argparse.Namespace) -> int:
     from lipnorm import data
 
-    print(data.write_mask(args.out, args.name, args.rate, args.seed, args.root, args.mirror, args.csbm))
+    print(data.write_mask(args.out, args.name, args.rate, args.seed, args.root, args.mirror, args.csbm, args.pool))
     return 0

@@ -47,16 +47,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
          "(recipe dgn: the first layer's), weight in [0, 1) (default 0: off)"),
         ("--dropedge", float, "DropEdge: rate of edges (self-loops kept) dropped afresh every training epoch (default 0: off)"),
         ("--alpha", float, "LipschitzNorm scale (default 1)"),
-        ("--heads", int, "attention heads (default: lipnorm and official 8, dgn 1)"),
-        ("--hidden", int, "features per head (default: lipnorm 8, official 64, dgn 16)"),
+        ("--heads", int, "attention heads (default: lipnorm and official 8, dgn and snr 1)"),
+        ("--hidden", int, "features per head (default: lipnorm 8, official 64, dgn 16, snr 32)"),
         ("--feat-drop", float, "feature dropout (default: the model's)"),
-        ("--attn-drop", float, "attention dropout (default: the model's; dgn 0.6)"),
+        ("--attn-drop", float, "attention dropout (default: the model's; dgn 0.6, snr 0)"),
         ("--batchnorm-momentum", float, "BatchNorm's running-statistics momentum (default: lipnorm and official 0.1, dgn 0.3)"),
         ("--dgn-skip-weight", float, "DGN's lambda (default 0.01; dgn: DGN's per dataset and missing rate)"),
-        ("--missing-rate", float, "percent of non-training feature rows erased (default 0)"),
+        ("--missing-rate", float, "percent of the missing-features pool's feature rows erased (default 0)"),
+        ("--missing-pool", str, "nodes whose features --missing-rate may erase: unlabelled (every "
+         "non-training node) or evaluation (validation and test; default: snr evaluation, else unlabelled)"),
         ("--seed", int, "seed of everything, the missing-features mask included (default 0)"),
-        ("--epochs", int, "default: lipnorm 200; official 1000 up to depth 4, 1500 up to 7, else 2500; dgn 1000"),
-        ("--lr", float, "Adam learning rate (default: lipnorm 0.005, official 0.01, dgn DGN's per dataset)"),
+        ("--epochs", int, "default: lipnorm 200; official 1000 up to depth 4, 1500 up to 7, else 2500; dgn and snr 1000"),
+        ("--lr", float, "Adam learning rate (default: lipnorm 0.005, official and snr 0.01, dgn DGN's per dataset)"),
         ("--weight-decay", float, "default 5e-4; dgn: DGN's per dataset (citeseer 5e-5)"),
         ("--protocol", str, "best-val or official (default: lipnorm best-val, official official)"),
         ("--patience", int, "best-val: stop after this many epochs without a better val metric"),
@@ -113,7 +115,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "(the authors' train_deepgat_missing.py: their DeepGAT, 8 x 64, lr 0.01, protocol and "
         "variant official, epochs by depth, planetoid features not row-normalised) or dgn (the "
         "deep-GNN literature's GAT protocol of DGN's code: 1 x 16, no Linear layers, 1000 "
-        "epochs, best validation epoch, their lr and weight decay per dataset; docs/training.md)",
+        "epochs, best validation epoch, their lr and weight decay per dataset) or snr (SNR's "
+        "own: input and output Linear, 1 x 32, ELU, dropout 0.5, validation and test features "
+        "erased, 1000 epochs, best validation epoch; docs/training.md)",
     )
     train.epilog = KERNELS_HELP
     train.formatter_class = argparse.RawDescriptionHelpFormatter

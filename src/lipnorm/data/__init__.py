@@ -15,6 +15,7 @@ from lipnorm.data.csbm import CSBMParams, csbm_params, generate_csbm
 from lipnorm.data.dataset import DatasetError, NodeDataset, dataset_from_parts
 from lipnorm.data.masks import (
     apply_missing_features,
+    erasable_nodes,
     load_mask,
     mask_path,
     missing_features_mask,
@@ -29,7 +30,7 @@ DATASETS = registry.BUILTIN_DATASETS
 __all__ = [
     "DATASETS", "PLANETOID", "MIRROR_ENV", "CSBMParams", "DatasetError", "NodeDataset",
     "UnpinnedChecksumWarning", "apply_missing_features", "csbm_params", "dataset_from_parts", "describe_dataset",
-    "fetch_dataset", "load_dataset", "load_mask", "mask_path", "missing_features_mask",
+    "erasable_nodes", "fetch_dataset", "load_dataset", "load_mask", "mask_path", "missing_features_mask",
     "save_mask", "write_mask",
 ]
 
@@ -118,8 +119,11 @@ def describe_dataset(name: str, root=DEFAULT_DATA_ROOT, mirror=None, csbm=None) 
 
 
 def write_mask(
-    out: str | os.PathLike, name: str, rate: float, seed: int, root=DEFAULT_DATA_ROOT, mirror=None, csbm=None
+    out: str | os.PathLike, name: str, rate: float, seed: int, root=DEFAULT_DATA_ROOT, mirror=None, csbm=None,
+    pool: str = "unlabelled",
 ) -> Path:
-    """Compute the missing-features mask of `name` for (rate, seed) and save it to `out`."""
+    """Compute the missing-features mask of `name` for (rate, seed), drawn from the nodes
+    of `pool` (`erasable_nodes`), and save it to `out`."""
     dataset = load_dataset(name, root, mirror, csbm=csbm)
-    return save_mask(out, missing_features_mask(dataset.train_mask.numpy(), rate, seed))
+    erasable = erasable_nodes(pool, dataset.train_mask, dataset.val_mask, dataset.test_mask)
+    return save_mask(out, missing_features_mask(dataset.train_mask.numpy(), rate, seed, erasable))

@@ -1,7 +1,8 @@
 """Missing-features setting (PairNorm, Zhao & Akoglu 2020), as used by the paper.
 
 For a rate r (percent, 0-100) and a seed, the erasable pool is every node outside
-the training set; `floor(|pool| * r / 100)` of them, drawn with
+the training set ("unlabelled", PairNorm's and DGN's), or the validation and test nodes
+only ("evaluation", SNR's: `erasable_nodes`); `floor(|pool| * r / 100)` of them, drawn with
 `numpy.random.default_rng(seed)`, have their feature rows set to zero. The mask is
 saved as an `.npy` artefact so every model of a grid sees the same nodes erased.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from lipnorm.io import atomic_path
+from lipnorm.settings.recipes import MISSING_POOLS
 
 
 def _check_rate(rate) -> float:
@@ -30,21 +32,39 @@ def _check_seed(seed) -> int:
     return int(seed)
 
 
-def missing_features_mask(train_mask, rate: float, seed: int) -> np.ndarray:
-    """Boolean mask over nodes, True where the feature row is erased."""
+def erasable_nodes(pool: str, train_mask, val_mask, test_mask) -> np.ndarray:
+    """Boolean mask of the nodes whose features the missing-features setting of `pool`
+    (lipnorm.settings.recipes.MISSING_POOLS) may erase."""
+    if pool == "unlabelled":
+        return ~np.asarray(train_mask, dtype=bool)
+    if pool == "evaluation":
+        return np.asarray(val_mask, dtype=bool) | np.asarray(test_mask, dtype=bool)
+    raise ValueError(f"unknown missing-features pool {pool!r}; allowed: {', '.join(MISSING_POOLS)}")
+
+
+def missing_features_mask(train_mask, rate: float, seed: int, erasable=None) -> np.ndarray:
+    """Boolean mask over nodes, True where the feature row is erased: drawn from the
+    `erasable` nodes (a boolean mask; default: every node outside `train_mask`)."""
     rate, seed = _check_rate(rate), _check_seed(seed)
     train = np.asarray(train_mask, dtype=bool)
-    pool = np.flatnonzero(~train)
+    erasable = ~train if erasable is None else np.asarray(erasable, dtype=bool)
+    if erasable.shape != train.shape:
+        raise ValueError(f"erasable nodes of shape {erasable.shape} do not fit {train.shape} nodes")
+    pool = np.flatnonzero(erasable)
     count = math.floor(len(pool) * rate / 100)
     erased = np.zeros(len(train), dtype=bool)
     erased[np.random.default_rng(seed).choice(pool, size=count, replace=False)] = True
     return erased
 
 
-def mask_path(root: str | os.PathLike, dataset: str, rate: float, seed: int) -> Path:
-    """Where the mask of (dataset, rate, seed) is stored under `root`."""
+def mask_path(root: str | os.PathLike, dataset: str, rate: float, seed: int, pool: str = "unlabelled") -> Path:
+    """Where the mask of (dataset, rate, seed) is stored under `root`: a pool other than
+    "unlabelled" in a folder of its own."""
     rate, seed = _check_rate(rate), _check_seed(seed)
-    return Path(root) / "masks" / dataset / f"rate{rate:g}_seed{seed}.npy"
+    if pool not in MISSING_POOLS:
+        raise ValueError(f"unknown missing-features pool {pool!r}; allowed: {', '.join(MISSING_POOLS)}")
+    folder = Path(root) / "masks" / dataset
+    return (folder if pool == "unlabelled" else folder / pool) / f"rate{rate:g}_seed{seed}.npy"
 
 
 def save_mask(path: str | os.PathLike, mask: np.ndarray) -> Path:

@@ -140,7 +140,7 @@ class ModelConfig:
         if self.residual and architecture == "gt":
             raise ValueError(f"model {self.model!r}: {NO_GT_RESIDUAL}")
         check_initial_residual(self.initial_residual)
-        if self.initial_residual and (self.recipe == "official" or architecture == "gat-classic"):
+        if self.initial_residual and (self.recipe in ("official", "snr") or architecture == "gat-classic"):
             raise ValueError(
                 f"initial_residual={self.initial_residual!r} needs the deep models' input Linear "
                 f"as wide as the layers; model {self.model!r} with recipe {self.recipe!r} has none"
@@ -154,8 +154,8 @@ class ModelConfig:
                 self.model, f"architecture {architecture!r} is not registered with checkpointable=True "
                 f"(those that are: {', '.join(checkpointed)})"
             ))
-        if self.checkpoint and self.recipe == "dgn":
-            raise ValueError(no_checkpoint(self.model, "recipe 'dgn' builds the literature's GAT network, which has none"))
+        if self.checkpoint and self.recipe in ("dgn", "snr"):
+            raise ValueError(no_checkpoint(self.model, f"recipe {self.recipe!r} builds the literature's GAT network, which has none"))
         if not (math.isfinite(self.batchnorm_momentum) and 0 <= self.batchnorm_momentum <= 1):
             raise ValueError(f"batchnorm_momentum must be a number in [0, 1], got {self.batchnorm_momentum!r}")
         if not math.isfinite(self.dgn_skip_weight):
@@ -194,6 +194,11 @@ def check_recipe(recipe: str, model: str, residual: bool) -> None:
         raise ValueError(
             f"recipe 'dgn' builds the literature's GAT network (DGN's models/GAT.py), not model "
             f"{model!r}; allowed with it: gat and its -lip/-<norm> forms"
+        )
+    if recipe == "snr" and registry.parse_model(model)[::2] != ("gat", registry.NO_NORM):
+        raise ValueError(
+            f"recipe 'snr' builds SNR's GAT network (their psnrgnn/models/gat.py, whose residual "
+            f"row has no normalisation), not model {model!r}; allowed with it: gat, gat-lip"
         )
 
 

@@ -22,7 +22,7 @@ from lipnorm import registry
 from lipnorm.settings.constants import BATCHINGS, DEFAULT_DATA_ROOT, PLANETOID
 from lipnorm.settings.csbm import csbm_params
 from lipnorm.settings.model_config import ModelConfig
-from lipnorm.settings.recipes import recipe_defaults
+from lipnorm.settings.recipes import MISSING_POOLS, recipe_defaults
 
 
 PROTOCOLS = ("best-val", "official")
@@ -115,6 +115,9 @@ class TrainConfig:
     batchnorm_momentum: float | None = None
     dgn_skip_weight: float | None = None
     missing_rate: float = 0.0
+    # Whose features `missing_rate` erases (lipnorm.settings.recipes.MISSING_POOLS); None:
+    # the recipe's ("evaluation" for snr, "unlabelled" for the others).
+    missing_pool: str | None = None
     seed: int = 0
     epochs: int | None = None
     lr: float | None = None
@@ -189,6 +192,8 @@ class TrainConfig:
         )
         if not 0 <= self.missing_rate <= 100:
             raise ValueError(f"missing_rate must be in [0, 100] (percent), got {self.missing_rate!r}")
+        if self.missing_pool not in MISSING_POOLS:
+            raise ValueError(f"unknown missing_pool {self.missing_pool!r}; allowed: {', '.join(MISSING_POOLS)}")
         if not 0 <= self.seed < 2**32:
             raise ValueError(f"seed must be in [0, 2**32), got {self.seed!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):

@@ -119,7 +119,8 @@ def prepare(config: TrainConfig, dataset: data.NodeDataset | None = None) -> Set
     if config.mask is not None:
         mask = data.load_mask(config.mask, dataset.num_nodes)
     else:
-        mask = data.missing_features_mask(dataset.train_mask.numpy(), config.missing_rate, config.seed)
+        erasable = data.erasable_nodes(config.missing_pool, dataset.train_mask, dataset.val_mask, dataset.test_mask)
+        mask = data.missing_features_mask(dataset.train_mask.numpy(), config.missing_rate, config.seed, erasable)
     features = data.apply_missing_features(dataset.features, mask)
     model_config = config.model_config(dataset.features.shape[1], dataset.num_classes).resolved()
     model = build_model(model_config)

@@ -43,6 +43,7 @@ from lipnorm.nn.models.init import pyg_glorot_
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.norms import add_norms, representation_norms
 from lipnorm.nn.models.numbering import NumberedLayer
+from lipnorm.nn.models.snr import SNRGAT
 from lipnorm.nn.residual import initial_residual
 from lipnorm.settings.model_config import (
     DGN_SKIP_WEIGHT,
@@ -305,11 +306,14 @@ class DeepGAT(_DeepAttentionNet):
                 nn.init.zeros_(layer.bias)
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepGAT | LiteratureGAT:
+    def from_config(cls, cfg: ModelConfig, **options: Any) -> DeepGAT | LiteratureGAT | SNRGAT:
         """The network of a resolved `cfg`: with recipe "dgn", the literature's
-        (`LiteratureGAT`); validate() allows recipe "official" for OFFICIAL_MODELS only."""
+        (`LiteratureGAT`); with recipe "snr", SNR's (`SNRGAT`); validate() allows recipe
+        "official" for OFFICIAL_MODELS only."""
         if cfg.recipe == "dgn":
             return LiteratureGAT.from_config(cfg)
+        if cfg.recipe == "snr":
+            return SNRGAT.from_config(cfg)
         return super().from_config(cfg, recipe=cfg.recipe, **options)
 
     def _make_layer(self, in_feats, out_feats, heads, residual, *, attention_norm, **options):

@@ -1,5 +1,5 @@
-"""The deep-GNN literature's GAT network (DGN's code, which DeCorr and SNR reuse): the
-"dgn" recipe's model."""
+"""The deep-GNN literature's GAT network (DGN's code, which DeCorr's follows): the "dgn"
+recipe's model."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 class LiteratureGAT(nn.Module):
     """The deep-GNN literature's GAT: DGN's `models/GAT.py` (github.com/Kaixiong-Zhou/DGN),
-    which DeCorr and SNR reuse; built by `recipe="dgn"`.
+    which DeCorr's follows; built by `recipe="dgn"` (SNR's own network is `SNRGAT`).
 
     `depth` graph-attention layers and nothing else (no input or output Linear): the first
     maps the features to `heads` x `hidden` (1 x 16 in their code), the hidden ones keep
