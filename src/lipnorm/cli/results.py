@@ -57,6 +57,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("--block", default="depth", help="the block column (default depth)")
     compare.add_argument("--scale", type=float, default=1.0, help="multiply the differences (100: points)")
     compare.add_argument("--out", metavar="CSV", help="also write the tests table here")
+    compare.add_argument("--report", metavar="DIR",
+                         help="also write a folder: the tests, per-seed and per-block tables (CSV), the table "
+                         "as LaTeX and Markdown (comparison.tex, comparison.md) and its figure "
+                         "(comparison.pdf|png); needs the plots extra")
     compare.set_defaults(handler=_compare)
 
 
@@ -80,6 +84,8 @@ def _compare(args: argparse.Namespace) -> int:
     from lipnorm.io import atomic_path
     from lipnorm.results.compare import compare_arms, primary_analysis
 
+    if args.report:
+        import lipnorm.results.figures.compare  # noqa: F401  the plots extra, checked before any work
     frames = []
     for path in map(Path, args.runs):
         if not path.is_file():
@@ -105,6 +111,20 @@ def _compare(args: argparse.Namespace) -> int:
     if args.out:
         with atomic_path(args.out) as tmp:
             comparison.tests.to_csv(tmp, index=False)
+    if args.report:
+        import shlex
+
+        from lipnorm.results.compare import write_report
+
+        options = ["--primary"] if args.primary else [
+            "--axis", args.axis, "--a", args.arm_a, "--b", args.arm_b,
+            *(["--groups", args.groups] if args.groups else []), "--block", args.block,
+            *(["--blocks", args.blocks] if args.blocks is not None else []), "--scale", f"{args.scale:g}",
+        ]
+        metric = [] if args.metric == "best_val_test" else ["--metric", args.metric]
+        command = shlex.join(["lipnorm", "compare", *args.runs, *options, *metric, "--report", args.report])
+        unit = "points" if args.primary or args.scale == 100 else ""
+        print_paths(write_report(comparison, args.report, sources=args.runs, command=command, unit=unit))
     return 0
 
 
@@ -140,14 +160,24 @@ def add_publish_parser(sub: argparse._SubParsersAction) -> None:
         description="For each experiment folder under RESULTS_ROOT, copy its tables and figures "
         "into OUT_DIR/<experiment>/ with a small runs.csv (and gradient_ratios.csv, probe.csv) "
         "from which the tables and OUT_DIR/summary.md are regenerated; OUT_DIR is replaced "
-        "atomically.",
+        "atomically. With --merge PART ..., join published folders instead: runs.csv and the "
+        "stored files concatenated (a run in two parts kept once if equal, refused if not), "
+        "tables, summary.md and every figure whose inputs are stored rendered again from them, "
+        "parts.csv listing the parts; OUT_DIR may be one of the parts.",
     )
-    publish.add_argument("results_root", metavar="RESULTS_ROOT", help="e.g. results")
+    publish.add_argument("results_root", metavar="RESULTS_ROOT", nargs="?", help="e.g. results")
+    publish.add_argument("--merge", nargs="+", metavar="PART",
+                         help="published folders to merge (e.g. docs/results/literature-cora "
+                         "docs/results/literature-cora-more), instead of RESULTS_ROOT")
     publish.add_argument("--out", required=True, metavar="OUT_DIR", help="e.g. docs/results")
     publish.set_defaults(handler=_publish)
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from lipnorm.results.publish import publish
+    from lipnorm.results.publish import merge, publish
 
+    if (args.results_root is None) == (args.merge is None):
+        raise UsageError("give either RESULTS_ROOT or --merge PART [PART ...]")
+    if args.merge is not None:
+        return print_paths(merge(args.merge, args.out))
     return print_paths(publish(args.results_root, args.out))

@@ -479,3 +479,53 @@ def primary_analysis(runs: pd.DataFrame, metric: str = "best_val_test") -> Compa
     return compare_arms(runs, "attention_norm", "none", "lip", metric, groups=PRIMARY_GROUPS,
                         seed="seed", block="depth", blocks=lambda g: primary_depths(g["remedy"]),
                         scale=100.0)
+
+
+# --- the report of a comparison ------------------------------------------------------------
+
+REPORT_FILES = ("tests.csv", "per_seed.csv", "per_block.csv", "comparison.tex", "comparison.md",
+                "comparison.pdf", "comparison.png")
+
+
+def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), command: str = "",
+                 unit: str = "") -> list:
+    """Write the folder `out_dir` (replaced atomically) of a comparison: its three tables as
+    CSV (`tests.csv`, `per_seed.csv`, `per_block.csv`), the table as LaTeX
+    (`comparison.tex`) and in `comparison.md` beside the command, the runs tables read
+    (`sources`), the per-block intervals' count against chance, and the figure
+    (`comparison.pdf|png`, `lipnorm.results.figures.compare`). Needs the plots extra."""
+    from pathlib import Path
+
+    from lipnorm.io import atomic_dir
+    from lipnorm.results.figures.compare import comparison_figure
+    from lipnorm.results.figures.style import save_figure
+    from lipnorm.results.tables.compare import comparison_latex, comparison_text
+    from lipnorm.results.tables.markdown import markdown
+
+    out = Path(out_dir)
+    text, bold = comparison_text(comparison)
+    chance = comparison.chance()
+    settings = comparison.settings
+    lines = [
+        f"# {settings['b']} against {settings['a']} ({settings['axis']})", "",
+        f"Written by `{command or 'lipnorm.results.compare.write_report'}`"
+        + (f" from {', '.join(f'`{source}`' for source in sources)}." if sources else "."), "",
+        f"Outcome `{settings['metric']}` × {settings['scale']:g}; per seed the mean over `{settings['block']}` of "
+        f"B − A; exact sign-flip test per comparison (smallest attainable p: "
+        f"{', '.join(sorted({f'{p:.2g}' for p in comparison.tests['min_p']}))}), Holm over the "
+        f"{len(comparison.tests)} at {settings['alpha']:g}; {round(100 * settings['confidence'])} % Student-t "
+        "interval of the per-seed means.", "",
+        *markdown(text, bold, index=bool(settings['groups'])), "",
+        f"Per-`{settings['block']}` intervals (description, not tests): {chance['intervals']}, of which "
+        f"{chance['excluding']} exclude 0 ({chance['above']} above, {chance['below']} below); "
+        f"{chance['expected']:.1f} would by chance alone.", "",
+        "![comparison](comparison.png)",
+    ]
+    with atomic_dir(out) as tmp:
+        comparison.tests.to_csv(tmp / "tests.csv", index=False)
+        comparison.per_seed.to_csv(tmp / "per_seed.csv", index=False)
+        comparison.per_block.to_csv(tmp / "per_block.csv", index=False)
+        (tmp / "comparison.tex").write_text(comparison_latex(comparison))
+        (tmp / "comparison.md").write_text("\n".join(lines) + "\n")
+        save_figure(comparison_figure(comparison, unit=unit), tmp / "comparison")
+    return [out / name for name in REPORT_FILES]
