@@ -158,7 +158,8 @@ def test_publish_writes_the_documented_files(tree, published):
         "diagnose/diagnose_table.tex",
         *(f"diagnose/{s}.{f}" for s in ("layerstats_by_layer", "layerstats_by_epoch", "alpha_layerstats")
           for f in ("pdf", "png")),
-        "remedies/runs.csv", "remedies/remedies_table.tex", "remedies/remedies_selection_table.tex",
+        "remedies/runs.csv", "remedies/layerstats.csv", "remedies/remedies_table.tex",
+        "remedies/remedies_selection_table.tex",
         "remedies/remedies_paired_table.tex", "remedies/remedies_best_table.tex",
         *(f"remedies/{s}.{f}" for s in ("remedies_accuracy", "remedies_mad") for f in ("pdf", "png")),
     }
@@ -563,6 +564,32 @@ def test_summary_remedies_tables_are_the_tables_of_the_runs(tree, published):
     summary = (published / "summary.md").read_text()
     assert "Cora, CiteSeer, 100% missing features, 8 heads × 8 hidden, up to 3 epochs, depths 2, 4;" in summary
     assert "![remedies_mad](remedies/remedies_mad.png)" in summary
+
+
+def test_remedies_stores_the_rows_the_mad_figure_reads(tree, published):
+    """layerstats.csv: the MAD of the hidden layers (no layer 0) of the runs at the deepest
+    depth, at their last epoch; the MAD figure drawn from it equals the one drawn from the
+    whole aggregate, line by line."""
+    import matplotlib.pyplot as plt
+
+    from lipnorm.results.figures.remedies import remedies_mad
+
+    stats = pd.read_csv(published / "remedies" / "layerstats.csv", float_precision="round_trip")
+    assert list(stats.columns) == [*REMEDIES_KEYS, "epoch", "layer", "metric", "value"]
+    assert set(stats["metric"]) == {"mean_average_distance"} and stats["layer"].min() == 1
+    assert set(stats["depth"]) == {4}
+    deep = [r for r in tree[1]["remedies"] if r["depth"] == 4]
+    assert len(stats) <= 4 * len(deep) and len(stats) >= 4 * sum(r["status"] == "ok" for r in deep)
+    aggregate = tree[0] / "remedies" / "aggregate"
+    figures = [remedies_mad(**read_stored(published / "remedies")),
+               remedies_mad(pd.read_parquet(aggregate / "runs.parquet"), pd.read_parquet(aggregate / "layerstats.parquet"))]
+    try:
+        drawn = [[(line.get_xdata().tolist(), line.get_ydata().tolist()) for ax in fig.axes for line in ax.get_lines()]
+                 for fig in figures]
+        assert drawn[0] == drawn[1] and drawn[0]
+    finally:
+        for fig in figures:
+            plt.close(fig)
 
 
 @pytest.mark.parametrize("column", ["best_val_val", "best_val_test"])

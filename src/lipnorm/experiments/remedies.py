@@ -1,5 +1,10 @@
 """remedies: LipschitzNorm among the published remedies for deep GNNs (its analysis:
-`lipnorm.results.remedies`)."""
+`lipnorm.results.remedies`).
+
+Published besides `runs.csv`: `layerstats.csv`, the rows of the aggregate's `layerstats`
+that the MAD figure reads (`lipnorm.results.publish.store_remedies`), so that it is drawn
+again from a published folder (`lipnorm publish --merge`).
+"""
 
 from lipnorm.experiments.registry import CELL_SETTINGS as GRID_CELL_SETTINGS
 from lipnorm.experiments.registry import Output, grid_or_arms_config, register_experiment
@@ -11,6 +16,11 @@ CELL_SETTINGS = (*GRID_CELL_SETTINGS, "architecture", "attention_norm", "norm", 
                  "initial_residual", "dropedge", "heads", "hidden", "epochs")
 RUN_KEYS = (*CELL_SETTINGS, "seed")
 RUN_COLUMNS = (*RUN_KEYS, "status", "metric", "test_metric", "best_val_val", "best_val_test")
+# Aggregate table -> (its stored file, the file's columns), besides runs: the MAD of the
+# hidden layers at the deepest depth, last epoch (`lipnorm.results.publish.mad_rows`).
+STORED_TABLES = {
+    "layerstats": ("layerstats.csv", (*RUN_KEYS, "epoch", "layer", "metric", "value")),
+}
 
 register_experiment(
     "remedies",
@@ -32,4 +42,7 @@ register_experiment(
     run_keys=RUN_KEYS,
     run_columns=RUN_COLUMNS,
     prepare_runs="lipnorm.results.remedies:with_remedy_settings",
+    store="lipnorm.results.publish:store_remedies",
+    load_stored="lipnorm.results.publish:load_remedies",
+    stored_files=tuple(file for file, _ in STORED_TABLES.values()),
 )
