@@ -71,7 +71,7 @@ def test_literature_gat_is_attention_layers_only(depth, norm, attention_norm):
     assert net(small_graph(), features()).shape == (NUM_NODES, NUM_CLASSES)
 
 
-def reference_forward(net: LiteratureGAT, graph, x, *, training: bool) -> torch.Tensor:
+def reference_forward(net: LiteratureGAT, graph, x, *, training: bool, output_relu: bool = True) -> torch.Tensor:
     """DGN's `GAT.forward`, written out: dropout before the first and the last layer only,
     then conv -> normalisation -> ReLU for every layer, the last included; dense
     throughout. The first mask is drawn over the rows of `x` with a non-zero entry (what
@@ -90,7 +90,8 @@ def reference_forward(net: LiteratureGAT, graph, x, *, training: bool) -> torch.
         h = layer(graph, h).flatten(1)
         if norms is not None:
             h = norms[i](graph, h)
-        h = F.relu(h)
+        if i < last or output_relu:  # DeCorr's GAT: no ReLU on the logits
+            h = F.relu(h)
     return h
 
 
@@ -133,6 +134,27 @@ def test_literature_gat_forward_is_dgns_in_train_and_eval_mode(norm, depth, inpu
                 torch.testing.assert_close(param.grad, ref.grad, rtol=1e-5, atol=1e-7, msg=name)
     # The logits are ReLU'd (DGN's last ReLU).
     assert (out >= 0).all()
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_without_output_relu_the_logits_are_decorrs(depth):
+    """``output_relu=False``: DeCorr's GAT (``if i != self.num_layers-1: x = F.relu(x)``),
+    the same network but the last ReLU, in training mode too."""
+    torch.manual_seed(0)
+    net = build_model(dgn_config(depth=depth, norm="batchnorm", output_relu=False))
+    reference = build_model(dgn_config(depth=depth, norm="batchnorm", output_relu=False))
+    reference.load_state_dict(net.state_dict())
+    graph, x = small_graph(), features()
+    for training in (True, False):
+        net.train(training)
+        reference.train(training)
+        torch.manual_seed(1)
+        out = net(graph, x)
+        torch.manual_seed(1)
+        assert torch.equal(out, reference_forward(reference, graph, x, training=training, output_relu=False))
+    assert (out < 0).any()
+    with pytest.raises(ValueError, match="output_relu=False applies to recipe 'dgn' .* not 'snr', whose network has none"):
+        build_model(ModelConfig("gat", IN_FEATS, NUM_CLASSES, recipe="snr", output_relu=False))
 
 
 def test_feature_dropout_before_every_layer_would_differ():

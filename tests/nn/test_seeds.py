@@ -53,6 +53,7 @@ CASES = {
     "initial-residual": {"initial_residual": 0.2, "attention_norm": "lip"},
     "two-heads": {"heads": 2, "hidden": 3, "norm": "pairnorm"},
     "depth-1": {"depth": 1},
+    "no-output-relu": {"output_relu": False, "norm": "batchnorm"},  # DeCorr's GAT
 }
 # The first layer's input: dense, with most rows erased (missing features), or all zero.
 INPUTS = {"dense": lambda: features(), "erased-rows": lambda: features() * (torch.arange(NUM_NODES) % 4 == 0).unsqueeze(1),

@@ -84,6 +84,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="residual connections in the attention layers (GAT models; default off)",
     )
     flags.add_argument(
+        "--output-relu", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+        help="recipe dgn: the ReLU on the logits (default on, as DGN's code; off: DeCorr's GAT)",
+    )
+    flags.add_argument(
         "--checkpoint", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
         help="activation checkpointing: each attention block recomputed in the backward pass, "
         "less memory, the same numbers (architectures registered checkpointable; default off)",

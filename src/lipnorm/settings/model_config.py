@@ -78,6 +78,9 @@ class ModelConfig:
     # The remedies' normalisations (lipnorm.nn.norm): BatchNorm's momentum, DGN's lambda.
     batchnorm_momentum: float = 0.1
     dgn_skip_weight: float = DGN_SKIP_WEIGHT
+    # The literature GAT's ReLU on the logits (recipe dgn: DGN's code has it, DeCorr's
+    # drops it); the other networks have no such ReLU and take True only.
+    output_relu: bool = True
     architecture: str | None = None
     attention_norm: str | None = None
     norm: str | None = None
@@ -158,6 +161,13 @@ class ModelConfig:
             raise ValueError(no_checkpoint(self.model, f"recipe {self.recipe!r} builds the literature's GAT network, which has none"))
         if not (math.isfinite(self.batchnorm_momentum) and 0 <= self.batchnorm_momentum <= 1):
             raise ValueError(f"batchnorm_momentum must be a number in [0, 1], got {self.batchnorm_momentum!r}")
+        if not isinstance(self.output_relu, bool):
+            raise ValueError(f"output_relu must be true or false, got {self.output_relu!r}")
+        if not self.output_relu and self.recipe != "dgn":
+            raise ValueError(
+                f"output_relu=False applies to recipe 'dgn' (the literature GAT's ReLU on its logits), "
+                f"not {self.recipe!r}, whose network has none"
+            )
         if not math.isfinite(self.dgn_skip_weight):
             raise ValueError(f"dgn_skip_weight must be a finite number, got {self.dgn_skip_weight!r}")
         check_pairnorm(self.pairnorm_mode, self.pairnorm_scale)

@@ -30,7 +30,7 @@ PROTOCOLS = ("best-val", "official")
 MODEL_SETTINGS = (
     "model", "architecture", "attention_norm", "norm", "residual", "depth", "heads", "hidden",
     "alpha", "variant", "feat_drop", "attn_drop", "recipe", "initial_residual", "checkpoint",
-    "batchnorm_momentum", "dgn_skip_weight",
+    "batchnorm_momentum", "dgn_skip_weight", "output_relu",
 )
 
 
@@ -114,6 +114,8 @@ class TrainConfig:
     # momentum and DGN's lambda; None = the recipe's.
     batchnorm_momentum: float | None = None
     dgn_skip_weight: float | None = None
+    # Recipe dgn: the ReLU on the logits (DGN's code; DeCorr's GAT has none: False).
+    output_relu: bool = True
     missing_rate: float = 0.0
     # Whose features `missing_rate` erases (lipnorm.settings.recipes.MISSING_POOLS); None:
     # the recipe's ("evaluation" for snr, "unlabelled" for the others).

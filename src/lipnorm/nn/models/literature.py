@@ -41,8 +41,9 @@ class LiteratureGAT(nn.Module):
       `GATConv(fused=True)`: its attention in one compiled kernel (`lipnorm.kernels`);
     - then the representation normalisation of the model, if any (their ``layers_bn``:
       BatchNorm, PairNorm, DGN), then ReLU, after every layer, **the last included**:
-      the logits are ReLU'd, as in DGN's code (DeCorr's drops that last ReLU; this
-      follows DGN's);
+      the logits are ReLU'd, as in DGN's code; ``output_relu=False`` drops that last ReLU,
+      as DeCorr's GAT does (github.com/ChandlerBang/DeCorr, `models/GAT.py`:
+      ``if i != self.num_layers-1: x = F.relu(x)``);
     - PyG 1.3's initialisation: `pyg_glorot_` on the projection (uniform, bound
       ``sqrt(6 / (in + H D))``), `pyg13_attention_glorot_` on each attention half.
 
@@ -67,6 +68,7 @@ class LiteratureGAT(nn.Module):
         depth, width = config.depth, config.heads * config.hidden
         self.feat_drop = config.feat_drop
         self.initial_residual = float(config.initial_residual)
+        self.output_relu = config.output_relu
         self.parameter_groups = dict(registry.architecture("gat").parameter_groups)
         self.returns_attention = True
         options = dict(
@@ -108,7 +110,8 @@ class LiteratureGAT(nn.Module):
                 h = initial_residual(h, h0, self.initial_residual)
             if norms is not None:
                 h = norms[i](graph, h)
-            h = F.relu(h)
+            if i < last or self.output_relu:
+                h = F.relu(h)
             if i == 0:
                 h0 = h
         return h

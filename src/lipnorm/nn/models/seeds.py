@@ -328,6 +328,7 @@ class SeedBatchedGAT(nn.Module):
         self.seeds = len(models)
         self.feat_drop = first.feat_drop
         self.initial_residual = first.initial_residual
+        self.output_relu = first.output_relu
         self.norm_attribute = first.norm_attribute
         self.generators: list[torch.Generator] = [torch.Generator() for _ in models]
         # GATConv's constructor draws initial weights that are then replaced: not from
@@ -415,7 +416,8 @@ class SeedBatchedGAT(nn.Module):
                 rst = initial_residual(rst, h0, self.initial_residual)
             if self.norms is not None:
                 rst = self.norms[i](rst)
-            rst = F.relu(rst)
+            if i < last or self.output_relu:
+                rst = F.relu(rst)
             if i == 0:
                 h0 = rst
             h = rst  # node-major (N, S, W), as the next layer projects it
