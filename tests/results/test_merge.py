@@ -138,7 +138,7 @@ def test_a_figure_whose_inputs_a_part_lacks_is_left_out_and_said_why(whole, tmp_
     summary = (out / "summary.md").read_text()
     assert "remedies_mad.png" not in summary
     assert ("Figure `remedies_mad` is not in this folder: it is drawn from `runs` and `layerstats`, "
-            "and `layerstats` is not stored here") in summary
+            "and this folder stores no `layerstats`") in summary
     assert "`remedies/layerstats.csv`" not in summary
     assert regenerate(out)["summary.md"] == summary
 
@@ -187,6 +187,10 @@ def test_cli_publish_takes_a_results_root_or_merge(whole, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["publish", "--merge", str(tmp_path / "absent"), "--out", str(tmp_path / "x")])
     assert "is not a published folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # replacing tmp_path would delete the parts
+        main(["publish", "--merge", str(a), str(b), "--out", str(tmp_path)])
+    assert f"--out {tmp_path} holds the part {a}" in capsys.readouterr().err
+    assert (a / "summary.md").is_file()
 
 
 def test_read_runs_of_a_merged_folder(whole, tmp_path):
@@ -196,3 +200,27 @@ def test_read_runs_of_a_merged_folder(whole, tmp_path):
     runs = read_runs(tmp_path / "merged" / "remedies")
     assert sorted(runs["seed"].unique()) == [0, 2]
     assert runs["run_dir"].is_unique
+
+
+def test_figures_the_stored_restriction_cannot_draw_are_left_out_not_drawn_from_a_part(tmp_path):
+    """diagnose stores the rows its table reads, not its figures': a merge draws none of
+    them (they would show a part of their data), and says why."""
+    from tests.synthetic_runs import write_diagnose
+
+    root = tmp_path / "results"
+    records = write_diagnose(tmp_path / "runs")
+    aggregate = root / "diagnose" / "aggregate"
+    write_aggregate([r["run_dir"] for r in records], aggregate)
+    write_tables("diagnose", aggregate, root / "diagnose" / "tables")
+    entry = experiments.experiment("diagnose")
+    (root / "diagnose" / "figures").mkdir()
+    for stem in entry.figure_stems:
+        for fmt in ("pdf", "png"):
+            (root / "diagnose" / "figures" / f"{stem}.{fmt}").write_bytes(b"placeholder")
+    publish(root, tmp_path / "published")
+    merge([tmp_path / "published"], tmp_path / "published")
+    files = {p.name for p in (tmp_path / "published" / "diagnose").iterdir()}
+    assert not {f"{stem}.png" for stem in entry.figure_stems} & files
+    summary = (tmp_path / "published" / "summary.md").read_text()
+    assert ("Figure `layerstats_by_layer` is not in this folder: it is drawn from `runs` and `layerstats`, "
+            "and the stored `layerstats` holds only the rows the tables read") in summary

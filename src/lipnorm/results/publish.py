@@ -392,7 +392,8 @@ def _media(entry: Experiment, folder: Path | None = None,
            stored: dict[str, pd.DataFrame] | None = None) -> list[str]:
     """Links to the tables and the figures (as images) of the experiment: the figures its
     folder holds (all of them where no `folder` is given); a figure it lacks is named,
-    with why (`merge` draws a figure only where its inputs are stored)."""
+    with why (`merge` draws a figure only from stored data that hold all it reads:
+    `_not_drawn`)."""
     lines = []
     if entry.tables:
         links = ", ".join(f"[`{s}.tex`]({entry.name}/{s}.tex)" for s in entry.table_stems)
@@ -404,13 +405,7 @@ def _media(entry: Experiment, folder: Path | None = None,
         else:
             absent.append(output)
     for output in absent:
-        missing = [name for name in output.inputs if stored is None or name not in stored]
-        inputs = " and ".join(f"`{name}`" for name in output.inputs)
-        why = (f"it is drawn from {inputs}, and {' and '.join(f'`{name}`' for name in missing)} "
-               f"{'is' if len(missing) == 1 else 'are'} not stored here (published before "
-               "`lipnorm publish` stored it, or merged from a part without it), so it cannot be "
-               "drawn again from the published data" if missing
-               else "its file is missing; publish again")
+        why = _not_drawn(entry, output, stored) or "its file is missing; publish again"
         lines += ["", f"Figure `{output.stem}` is not in this folder: {why}."]
     return lines
 
@@ -418,6 +413,28 @@ def _media(entry: Experiment, folder: Path | None = None,
 # --- merging published folders -----------------------------------------------------
 
 PARTS_COLUMNS = ("part", "runs", "kept")
+# Experiment -> its figures drawn from stored tables besides runs: those whose stored
+# restriction holds every row the figure reads (remedies' layerstats.csv is the MAD
+# figure's). diagnose's layerstats.csv and gradnorms.csv hold the rows its table reads,
+# not its figures': drawn from them, its figures would show a part of their data.
+DRAWN_FROM_STORED = {"remedies": ("remedies_mad",)}
+
+
+def _not_drawn(entry: Experiment, output: Output, stored: dict[str, pd.DataFrame] | None) -> str | None:
+    """Why `merge` cannot draw `output` from the stored tables `stored` (None: it can)."""
+    inputs = " and ".join(f"`{name}`" for name in output.inputs)
+    missing = [name for name in output.inputs if stored is None or name not in stored]
+    if missing:
+        return (f"it is drawn from {inputs}, and this folder stores no "
+                f"{' and no '.join(f'`{name}`' for name in missing)} (an experiment that stores none, or "
+                "a part published before `lipnorm publish` stored it), so it cannot be drawn again "
+                "from the published data")
+    partial = [name for name in output.inputs
+               if name != "runs" and output.stem not in DRAWN_FROM_STORED.get(entry.name, ())]
+    if partial:
+        return (f"it is drawn from {inputs}, and the stored {' and '.join(f'`{name}`' for name in partial)} "
+                "holds only the rows the tables read, so it cannot be drawn again from the published data")
+    return None
 
 
 def merge(parts, out_dir: str | os.PathLike) -> list[Path]:
@@ -434,6 +451,9 @@ def merge(parts, out_dir: str | os.PathLike) -> list[Path]:
         if part.resolve() in seen:
             raise ValueError(f"merge: {part} is given twice (as {seen[part.resolve()]})")
         seen[part.resolve()] = part
+        if out.resolve() in part.resolve().parents:
+            raise ValueError(f"merge: --out {out} holds the part {part}; replacing it would delete "
+                             "the part: merge into another folder (or into the part itself)")
     found = [experiments.experiment(name) for name in experiments.names()
              if any((part / name).is_dir() for part in parts)]
     with atomic_dir(out) as tmp:
@@ -474,7 +494,7 @@ def _merge_experiment(entry: Experiment, holders: list[Path], target: Path, out:
         shutil.copyfile(sources[0] / PARTS_FILE, target / PARTS_FILE)
     stored = read_stored(target, entry.name)
     for output in entry.figures:
-        if all(name in stored for name in output.inputs):
+        if _not_drawn(entry, output, stored) is None:
             from lipnorm.results.figures.style import save_figure  # matplotlib only when drawing
 
             save_figure(experiments.build(output, stored.get), target / output.stem)

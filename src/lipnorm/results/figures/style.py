@@ -200,13 +200,16 @@ def where(frame: pd.DataFrame, equal: dict) -> pd.DataFrame:
 
 
 def save_figure(fig: Figure, stem: str | os.PathLike) -> list[Path]:
-    """Write `<stem>.pdf` and `<stem>.png` atomically, then close the figure."""
+    """Write `<stem>.pdf` and `<stem>.png` atomically, then close the figure. The PDF has
+    no creation date, so the same figure drawn again gives the same bytes (a published
+    folder redrawn in place, `lipnorm publish --merge X --out X`, changes only what moved)."""
     written = []
     try:
         for fmt in ("pdf", "png"):
             path = Path(f"{stem}.{fmt}")
             with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, dpi=PNG_DPI)
+                fig.savefig(tmp, format=fmt, dpi=PNG_DPI,
+                            metadata={"CreationDate": None} if fmt == "pdf" else None)
             written.append(path)
     finally:
         plt.close(fig)
