@@ -384,7 +384,7 @@ def _parts_lines(entry: Experiment, folder: Path) -> list[str]:
         return []
     parts = read_csv(folder / PARTS_FILE, PARTS_COLUMNS)
     listed = "; ".join(f"`{row.part}` ({row.runs} runs, {row.kept} kept)" for row in parts.itertuples())
-    return ["", f"Merged by `lipnorm publish --merge` from {len(parts)} published parts "
+    return ["", f"Merged by `lipnorm publish --merge` from {len(parts)} published part{'s' * (len(parts) != 1)} "
                 f"([`parts.csv`]({entry.name}/{PARTS_FILE}); kept: the runs not in an earlier part): {listed}."]
 
 
