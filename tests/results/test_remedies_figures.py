@@ -15,6 +15,7 @@ from scipy import stats
 from lipnorm import registry
 from lipnorm.results.figures.remedies import (
     DEPTH_GAP,
+    MODEL_OFFSET,
     consecutive_segments,
     depth_positions,
     remedies_accuracy,
@@ -196,5 +197,59 @@ def test_mad_draws_two_lines_per_remedy_without_layer_0_within_the_data():
             low, high = ax.get_ylim()
             assert 0.5 / 2 ** 6 / 2 < low < 0.5 / 2 ** 6 and 0.55 < high < 1.0
         assert "layer 0, the input, left out" in fig._supxlabel.get_text().replace("\n", " ")
+    finally:
+        plt.close(fig)
+
+
+def test_published_stars_diverged_crosses_and_the_legend_above_the_panels(tmp_path):
+    """On the synthetic remedies experiment (tests.synthetic_runs.write_remedies): the
+    published GAT result of a remedy is a star at its depth, the cell and the pair with a
+    diverged seed are crosses on the lower edge (no mean, no difference), and the legend
+    lies inside the figure, above every panel."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_hex
+    from tests.synthetic_runs import REMEDY_ARMS, REMEDY_DIVERGED, REMEDY_GRID, write_remedies
+
+    from lipnorm.results.aggregate import aggregate_runs
+    from lipnorm.results.remedies import PUBLISHED
+
+    records = write_remedies(tmp_path)
+    runs = aggregate_runs([r["run_dir"] for r in records])["runs"]
+    fig = remedies_accuracy(runs)
+    try:
+        datasets = ["cora", "citeseer"]
+        assert [block._suptitle.get_text() for block in fig.subfigs] == ["Cora", "CiteSeer"]
+        panels = {(dataset, remedy): (block.axes[2 * k], block.axes[2 * k + 1])
+                  for dataset, block in zip(datasets, fig.subfigs) for k, remedy in enumerate(REMEDY_ARMS)}
+        positions = depth_positions(REMEDY_GRID["depth"])
+        diverged = REMEDY_DIVERGED[:3]  # dataset, attention norm, remedy
+        for (dataset, remedy), (ax, below) in panels.items():
+            marks = [c for c in ax.collections if isinstance(c, PathCollection)]
+            stars = [c for c in marks if to_hex(c.get_facecolor()[0]) == "#000000"]
+            published = PUBLISHED.get((remedy, dataset))
+            if published is None or published.depth not in positions:
+                assert stars == []
+            else:
+                (star,) = stars
+                assert star.get_offsets().tolist() == [[positions[published.depth], published.accuracy]]
+            crosses = [c for c in marks if c not in stars]
+            lost = [c for c in below.collections if isinstance(c, PathCollection)]
+            if (dataset, remedy) == (diverged[0], diverged[2]):
+                (cross,) = crosses
+                assert to_hex(cross.get_facecolor()[0]) == registry.AXIS_COLOURS[diverged[1]]
+                assert cross.get_offsets()[0, 0] == pytest.approx(positions[REMEDY_DIVERGED[3]] + MODEL_OFFSET)
+                (pair,) = lost
+                assert pair.get_offsets()[0, 0] == positions[REMEDY_DIVERGED[3]]
+                (difference,) = errorbars(below)
+                assert difference.lines[0].get_xdata().tolist() == [positions[2]]  # depth 4 has none
+            else:
+                assert crosses == [] and lost == []
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+            "GAT", "GAT-Lip", "GAT-Lip − GAT, paired", "published GAT", "diverged"]
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        box, page = fig.legends[0].get_window_extent(renderer), fig.bbox
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+        assert box.y0 >= max(ax.get_tightbbox(renderer).y1 for ax in fig.axes)
     finally:
         plt.close(fig)
