@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from lipnorm import cli
+from lipnorm.results.figures.style import plt
 from lipnorm.results.compare import REPORT_FILES, compare_arms, write_report
 from lipnorm.results.figures.compare import comparison_figure
 from lipnorm.results.tables.compare import comparison_latex, comparison_text, interval_text
@@ -82,6 +83,7 @@ def test_figure_marks_every_comparison_and_every_seed():
     assert any(list(line.get_xdata()) == [0, 0] for line in ax.lines)  # the zero line
     assert ax.get_xlabel() == "b − a (points)"
     assert "95 % Student-t interval" in fig._suptitle.get_text()
+    plt.close(fig)
 
 
 def test_report_files_round_trip(tmp_path):

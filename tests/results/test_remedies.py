@@ -194,11 +194,11 @@ def test_student_t_interval_by_hand():
 
 
 @pytest.mark.parametrize(("lo", "hi", "expected"), [
-    (0.5, 4.0, "helped"),
-    (-4.0, -0.5, "hurt"),
-    (-0.5, 4.0, "no measurable effect"),
-    (0.0, 4.0, "no measurable effect"),  # touching 0 is not above it
-    (math.nan, math.nan, "no measurable effect"),  # one pair: no interval
+    (0.5, 4.0, "above 0"),
+    (-4.0, -0.5, "below 0"),
+    (-0.5, 4.0, "holds 0"),
+    (0.0, 4.0, "holds 0"),  # touching 0 is not above it
+    (math.nan, math.nan, "holds 0"),  # one pair: no interval
 ])
 def test_verdict_words(lo, hi, expected):
     assert remedies.verdict(lo, hi) == expected
@@ -208,7 +208,7 @@ def paired_runs():
     """Cora without remedy, test accuracy per (attention norm, depth): seed -> accuracy.
 
     Depth 2: GAT-Lip - GAT = 1, 3, 2 on seeds 0-2; GAT's seed 3 has no GAT-Lip partner.
-    Depth 4: 10, 11, 12 (helped). Depth 6: -10, -11, -12 (hurt).
+    Depth 4: 10, 11, 12 (above 0). Depth 6: -10, -11, -12 (below 0).
     Depth 8: GAT-Lip's seed 1 diverged. Depth 10: one pair only.
     """
     tests = {
@@ -234,18 +234,18 @@ def test_paired_differences_by_hand():
     assert (two["n"], two["n_unpaired"], two["n_diverged"]) == (3, 1, 0)
     assert (two["mean"], two["sd"]) == (pytest.approx(2.0), pytest.approx(1.0))
     assert (two["lo"], two["hi"]) == (pytest.approx(-0.4841377117503), pytest.approx(4.4841377117503))
-    assert two["verdict"] == "no measurable effect"
+    assert two["verdict"] == "holds 0"
     assert table.loc[4, "mean"] == pytest.approx(11.0)
     assert (table.loc[4, "lo"], table.loc[4, "hi"]) == (pytest.approx(8.5158622882497), pytest.approx(13.4841377117503))
-    assert table.loc[4, "verdict"] == "helped"
-    assert table.loc[6, "mean"] == pytest.approx(-11.0) and table.loc[6, "verdict"] == "hurt"
+    assert table.loc[4, "verdict"] == "above 0"
+    assert table.loc[6, "mean"] == pytest.approx(-11.0) and table.loc[6, "verdict"] == "below 0"
     # A pair with a diverged run: no difference at that depth (not the survivors' alone).
     eight = table.loc[8]
     assert (eight["n"], eight["n_diverged"], eight["verdict"]) == (2, 1, "diverged")
     assert math.isnan(eight["mean"]) and math.isnan(eight["lo"])
     ten = table.loc[10]
     assert (ten["n"], ten["mean"]) == (1, pytest.approx(5.0))
-    assert math.isnan(ten["lo"]) and ten["verdict"] == "no measurable effect"
+    assert math.isnan(ten["lo"]) and ten["verdict"] == "holds 0"
 
 
 def test_paired_difference_at_each_models_chosen_depth():
@@ -255,11 +255,11 @@ def test_paired_difference_at_each_models_chosen_depth():
     assert (row["depth_gat"], row["depth_lip"], row["n"], row["n_unpaired"]) == (2, 5, 3, 0)
     assert (row["mean"], row["sd"]) == (pytest.approx(16.0), pytest.approx(2.0))
     assert (row["lo"], row["hi"]) == (pytest.approx(16.0 - 4.9682754235006), pytest.approx(16.0 + 4.9682754235006))
-    assert row["verdict"] == "helped"
+    assert row["verdict"] == "above 0"
     # The literature's rule picks 5 for both: differences -4, -4, -1: mean -3.
     (row,) = remedies.paired_at_chosen_depths(two_rules_runs(), rule="literature").to_dict("records")
     assert (row["depth_gat"], row["depth_lip"], row["mean"]) == (5, 5, pytest.approx(-3.0))
-    assert row["verdict"] == "no measurable effect"
+    assert row["verdict"] == "holds 0"
 
 
 def test_paired_at_chosen_depths_drops_an_unpaired_seed():

@@ -1,7 +1,7 @@
 """The remedies experiment's outputs from synthetic run directories: its three tables
 (cell by cell against depth choices and paired differences computed here from the
-values the runs were written with) and its two figures (facets, lines and their data,
-the legend inside the figure)."""
+values the runs were written with) and its two figures written by `lipnorm plots`
+(what they draw: test_remedies_figures.py)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.collections import PathCollection
-from matplotlib.colors import to_hex
-from tests.synthetic_runs import REMEDY_ARMS, REMEDY_DIVERGED, REMEDY_GRID, layer_stat, write_remedies
+from tests.synthetic_runs import REMEDY_ARMS, REMEDY_DIVERGED, REMEDY_GRID, write_remedies
 from tests.results.test_tables import parse_tabular
 
-from lipnorm import registry
 from lipnorm.results.aggregate import aggregate_runs, write_aggregate
 from lipnorm.results.figures import write_figures
-from lipnorm.results.figures.remedies import remedies_accuracy, remedies_mad, remedy_colours
 from lipnorm.results.remedies import PUBLISHED, REMEDIES, remedy_label
 from lipnorm.results.tables import TABLES, write_tables
 from lipnorm.results.tables.latex import render
@@ -85,7 +81,9 @@ def paired(records, dataset, remedy, depth_gat, depth_lip):
 
 
 def difference(mean, lo, hi):
-    def signed(points):  # one decimal with its sign; what rounds to zero is +0.0
+    def signed(points):  # one decimal with its sign, two within 0.05 of 0; no -0.00
+        if abs(points) < 0.05:
+            return f"{round(points, 2) + 0.0:+.2f}"
         return f"{round(points, 1) + 0.0:+.1f}"
 
     return f"{signed(mean)} [{signed(lo)}, {signed(hi)}]"
@@ -93,10 +91,12 @@ def difference(mean, lo, hi):
 
 @pytest.mark.parametrize(("args", "expected"), [
     ((3, 0, 2.0, -0.4841, 4.4841), "+2.0 [-0.5, +4.5]"),
-    ((3, 0, -0.04, -0.21, 0.13), "+0.0 [-0.2, +0.1]"),  # no -0.0
+    ((3, 0, -0.04, -0.21, 0.13), "-0.04 [-0.2, +0.1]"),  # within 0.05 of 0: two decimals
+    ((3, 0, -0.001, -0.21, 0.13), "+0.00 [-0.2, +0.1]"),  # no -0.00
+    ((5, 0, -0.6, -1.19, -0.01), "-0.6 [-1.2, -0.01]"),  # excludes 0, and says so
     ((1, 0, -1.25, math.nan, math.nan), "-1.2 (n=1)"),  # one pair: no interval
-    ((2, 0, 1.0, 0.0, 2.0, 1), "+1.0 [+0.0, +2.0]"),
-    ((2, 0, 1.0, 0.0, 2.0, 1, True), "+1.0 [+0.0, +2.0] (n=2)"),  # a seed was left unpaired
+    ((2, 0, 1.0, 0.0, 2.0, 1), "+1.0 [+0.00, +2.0]"),
+    ((2, 0, 1.0, 0.0, 2.0, 1, True), "+1.0 [+0.00, +2.0] (n=2)"),  # a seed was left unpaired
     ((2, 1, math.nan, math.nan, math.nan), "diverged (1/2)"),
     ((0, 0, math.nan, math.nan, math.nan, 3), "–"),
 ])
@@ -105,7 +105,7 @@ def test_difference_text(args, expected):
 
 
 def verdict(lo, hi):
-    return "helped" if lo > 0 else "hurt" if hi < 0 else "no measurable effect"
+    return "above 0" if lo > 0 else "below 0" if hi < 0 else "holds 0"
 
 
 def test_remedies_writes_its_stems(remedies_runs, tmp_path):
@@ -162,7 +162,7 @@ def test_selection_table_is_our_rule_with_the_paired_difference(remedies_runs):
     text = remedies_selection(tables["runs"])
     assert list(text.index) == [(DATASETS[d], remedy_label(r)) for d in DATASETS for r in REMEDY_ARMS]
     assert list(text.columns) == ["GAT (acc ± sd / #L)", "GAT-Lip (acc ± sd / #L)", "Seeds paired",
-                                  DIFFERENCE_HEAD, "Verdict"]
+                                  DIFFERENCE_HEAD, "Interval (uncorrected)"]
     disagree = 0
     for dataset, remedy in [(d, r) for d in DATASETS for r in REMEDY_ARMS]:
         row = text.loc[(DATASETS[dataset], remedy_label(remedy))]
@@ -181,7 +181,7 @@ def test_selection_table_is_our_rule_with_the_paired_difference(remedies_runs):
 
     head, body = parse_tabular(render(*remedies_selection_table(tables["runs"])))
     assert head[0][2:] == ["GAT (acc $\\pm$ sd / \\#L)", "GAT-Lip (acc $\\pm$ sd / \\#L)", "Seeds paired",
-                           "$\\Delta$ GAT-Lip $-$ GAT (points) [95 \\% interval]", "Verdict"]
+                           "$\\Delta$ GAT-Lip $-$ GAT (points) [95 \\% interval]", "Interval (uncorrected)"]
     assert [row[2:] for row in body] == [[cell.replace(" ± ", " $\\pm$ ") for cell in cells]
                                          for cells in text.itertuples(index=False)]
 
@@ -252,133 +252,6 @@ def test_a_cell_mixing_two_settings_is_refused(remedies_runs):
     for build in (remedies_selection, remedies_paired):
         with pytest.raises(ValueError, match="differ in lr"):
             build(twice)
-
-
-def lines_of(ax):
-    """Seaborn's mean lines (the ones with data), by (colour, line style)."""
-    return {(to_hex(line.get_color()), line.get_linestyle()): line for line in ax.lines
-            if len(line.get_xdata())}
-
-
-def points(ax):
-    """The scatter markers of a panel (published stars, diverged crosses), not the bands."""
-    return [c for c in ax.collections if isinstance(c, PathCollection)]
-
-
-def assert_legend_inside(fig):
-    """After drawing: the figure's one legend lies inside the figure (not clipped) and
-    above every facet (their titles and tick labels included)."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    (legend,) = fig.legends
-    box, page = legend.get_window_extent(renderer), fig.bbox
-    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
-    assert box.y0 >= max(ax.get_tightbbox(renderer).y1 for ax in fig.axes)
-
-
-def facet_places(fig):
-    """(dataset block title, facet title, grid row, grid column) of each facet."""
-    places = []
-    for block in fig.subfigs:
-        for ax in block.axes:
-            spec = ax.get_subplotspec()
-            places.append((block._suptitle.get_text(), ax.get_title(), spec.rowspan.start, spec.colspan.start))
-    return places
-
-
-def test_remedies_accuracy_facets_lines_published_star_and_diverged_cross(remedies_runs):
-    records, tables = remedies_runs
-    fig = remedies_accuracy(tables["runs"])
-    # One block per dataset, one facet per remedy: four remedies fill one row of four.
-    assert len(fig.axes) == len(DATASETS) * len(REMEDY_ARMS)
-    assert facet_places(fig) == [(DATASETS[d], remedy_label(r), 0, j) for d in DATASETS
-                                 for j, r in enumerate(REMEDY_ARMS)]
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["GAT", "GAT-Lip", "published GAT", "diverged"]
-    assert_legend_inside(fig)
-    styles = {"none": "-", "lip": "--"}
-    facets = dict(zip([(d, r) for d in DATASETS for r in REMEDY_ARMS], fig.axes))
-    for (dataset, remedy), ax in facets.items():
-        lines = lines_of(ax)
-        assert len(lines) == 2
-        for norm in MODELS:
-            cell = (dataset, norm, remedy)
-            depths = [d for d in REMEDY_GRID["depth"] if (*cell, d) != REMEDY_DIVERGED[:4]]
-            means = [np.mean([r["test_metric"] for r in cell_runs(records, *cell, d)]) * 100 for d in depths]
-            line = lines[registry.AXIS_COLOURS[norm], styles[norm]]
-            assert list(line.get_xdata()) == depths
-            assert line.get_ydata() == pytest.approx(means)
-        stars = [c for c in points(ax) if to_hex(c.get_facecolor()[0]) == "#000000"]
-        published = PUBLISHED.get((remedy, dataset))
-        if published is None:
-            assert stars == []
-        else:
-            (star,) = stars
-            assert star.get_offsets().tolist() == [[published.depth, published.accuracy]]
-    dataset, norm, remedy, depth, _ = REMEDY_DIVERGED
-    (cross,) = [c for c in points(facets[dataset, remedy])
-                if to_hex(c.get_facecolor()[0]) == registry.AXIS_COLOURS[norm]]
-    assert sum(len(points(ax)) for ax in fig.axes) == 1 + sum(
-        (r, d) in PUBLISHED for r in REMEDY_ARMS for d in DATASETS)
-    assert cross.get_offsets()[:, 0].tolist() == [depth]
-    plt.close(fig)
-
-
-ALL_ARMS = {"none": {}, "batchnorm": {"norm": "batchnorm"}, "pairnorm": {"norm": "pairnorm"},
-            "dgn": {"norm": "dgn"}, "dropedge": {"dropedge": 0.3}, "residual": {"residual": True},
-            "initial-residual": {"initial_residual": 0.1}}
-ALL_DEPTHS = [*range(1, 11), 15, 20, 25, 30]
-
-
-def test_remedies_accuracy_wraps_seven_remedies_into_rows_of_four():
-    rng = np.random.default_rng(5)
-    rows = [{"norm": "none", "dropedge": 0.0, "residual": False, "initial_residual": 0.0, **arm,
-             "dataset": dataset, "attention_norm": norm, "depth": depth, "seed": seed, "status": "ok",
-             "metric": "accuracy", "test_metric": 0.5, "best_val_val": 0.5,
-             "best_val_test": rng.uniform(0.3, 0.8), "run_dir": f"{remedy}/{dataset}/{norm}/{depth}/{seed}"}
-            for remedy, arm in ALL_ARMS.items() for dataset in DATASETS for norm in MODELS
-            for depth in ALL_DEPTHS for seed in range(2)]
-    fig = remedies_accuracy(pd.DataFrame(rows))
-    assert len(fig.axes) == 2 * 7
-    assert facet_places(fig) == [(DATASETS[d], remedy_label(r), *divmod(k, 4)) for d in DATASETS
-                                 for k, r in enumerate(ALL_ARMS)]
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["GAT", "GAT-Lip", "published GAT"]
-    assert_legend_inside(fig)
-    # Depths 1-30: a few round ticks, not one per depth.
-    ax = fig.axes[0]
-    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
-    assert ticks == [0, 10, 20, 30]
-    # The depth label under the lowest facet of each column: DGN's column has none below it.
-    labelled = [ax.get_title() for ax in fig.subfigs[0].axes if ax.get_xlabel()]
-    assert labelled == ["DGN", "DropEdge", "residual", "initial residual"]
-    plt.close(fig)
-
-
-def test_remedies_mad_draws_each_remedy_and_attention_norm_at_the_deepest_depth(remedies_runs):
-    records, tables = remedies_runs
-    fig = remedies_mad(tables["runs"], tables["layerstats"])
-    axes = fig.axes
-    deepest = max(REMEDY_GRID["depth"])
-    assert [ax.get_title() for ax in axes] == [f"{DATASETS[d]}, {deepest} layers" for d in DATASETS]
-    assert all(ax.get_yscale() == "log" for ax in axes)
-    colours = remedy_colours(list(REMEDY_ARMS))
-    assert len(set(colours.values())) == len(REMEDY_ARMS)
-    for dataset, ax in zip(DATASETS, axes):
-        lines = lines_of(ax)
-        drawn = [(r, n) for r in REMEDY_ARMS for n in MODELS
-                 if (dataset, n, r, deepest) != REMEDY_DIVERGED[:4]]
-        assert len(lines) == len(drawn)
-        for remedy, norm in drawn:
-            runs = [r for r in records if (r["dataset"], r["attention_norm"], r["remedy"], r["depth"])
-                    == (dataset, norm, remedy, deepest)]
-            # The last epoch (epochs - 1) of each run; the geometric mean over seeds.
-            expected = [np.exp(np.mean([np.log(layer_stat("mean_average_distance", layer=layer,
-                                                          epoch=r["epochs"] - 1, **r))
-                                        for r in runs])) for layer in range(1, deepest + 1)]
-            line = lines[colours[remedy], {"none": "-", "lip": "--"}[norm]]
-            assert list(line.get_xdata()) == list(range(1, deepest + 1))
-            np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
-    assert "Not drawn, a seed diverged: CiteSeer DropEdge, GAT-Lip (1/2)" in fig._supxlabel.get_text()
-    plt.close(fig)
 
 
 def test_write_figures_of_remedies(remedies_runs, tmp_path):

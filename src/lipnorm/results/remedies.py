@@ -249,7 +249,9 @@ def best_by_validation(runs: pd.DataFrame) -> pd.DataFrame:
 # --- LipschitzNorm's effect: paired differences -----------------------------------------
 
 CONFIDENCE = 0.95
-HELPED, HURT, NO_EFFECT = "helped", "hurt", "no measurable effect"
+# What one uncorrected interval says, as description: the claims about LipschitzNorm are
+# the pre-registered test's (`lipnorm.results.compare`, docs/results/analysis-plan.md).
+HELPED, HURT, NO_EFFECT = "above 0", "below 0", "holds 0"
 VERDICTS = (HELPED, HURT, NO_EFFECT)
 DIVERGED = "diverged"  # the verdict of a depth at which a paired run diverged
 

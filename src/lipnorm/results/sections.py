@@ -292,8 +292,10 @@ def remedies_section(folder: Path, runs: pd.DataFrame) -> list[str]:
         "difference GAT-Lip − GAT there: seed s of GAT-Lip at its chosen depth minus seed s "
         "of GAT at its chosen depth (the seed fixes the missing-features mask), test "
         f"{metric} in percentage points, mean [95 % Student-t interval] over the seeds run "
-        "in both (a seed run in one only is left out, and counted). Verdict: helped when the "
-        "interval lies above 0, hurt when below, no measurable effect otherwise.",
+        "in both (a seed run in one only is left out, and counted). The last column says "
+        "where that one interval lies (above 0, below 0, or holds 0): description, "
+        "uncorrected for the comparisons made; the test of LipschitzNorm is the analysis "
+        "plan's (docs/results/analysis-plan.md).",
         "",
         *markdown(selection, index=True),
         "",

@@ -22,7 +22,7 @@ OURS_HEAD = "Ours {model} (acc ± sd / #L)"
 MODEL_HEAD = "{model} (acc ± sd / #L)"
 PAIRS_HEAD = "Seeds paired"
 DIFFERENCE_HEAD = "Δ {lip} − {gat} (points) [95 % interval]"
-VERDICT_HEAD = "Verdict"
+VERDICT_HEAD = "Interval (uncorrected)"
 REMEDY_HEAD = "Remedy"
 
 
@@ -44,7 +44,11 @@ def difference_text(n: int, n_diverged: int, mean: float, lo: float, hi: float,
 
 
 def _signed(points: float) -> str:
-    """Points with their sign at one decimal; what rounds to zero is `+0.0`, not `-0.0`."""
+    """Points with their sign at one decimal, at two where |points| < 0.05 (so that an
+    interval ending at -0.01 never prints as reaching 0: `-0.01`, not `+0.0`); what rounds
+    to zero is `+0.00`, not `-0.00`."""
+    if abs(points) < 0.05:
+        return f"{round(points, 2) + 0.0:+.2f}"
     return f"{round(points, 1) + 0.0:+.1f}"
 
 
@@ -98,8 +102,8 @@ def remedies_selection(runs: pd.DataFrame) -> pd.DataFrame:
     the best mean validation accuracy; `test accuracy ± std / depth`), then the paired
     difference GAT-Lip − GAT at those depths (`remedies.paired_at_chosen_depths`): the
     seeds paired (and any left unpaired), the mean difference in points with its 95 %
-    Student-t interval (`difference_text`), and the verdict (helped: the interval lies
-    above 0; hurt: below; else no measurable effect)."""
+    Student-t interval (`difference_text`), and where the interval lies (above 0, below
+    0, or it holds 0: one uncorrected interval, description, not a test)."""
     runs = remedies.with_remedies(runs)
     rule = remedies.VALIDATION_RULE
     chosen = remedies.at_chosen_depths(remedies.select_depths(runs), rule)
