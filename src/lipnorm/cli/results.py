@@ -76,6 +76,10 @@ def _int_ranges(text: str) -> list[int]:
     return values
 
 
+PRIMARY_TITLE = ("The primary analysis of docs/results/analysis-plan.md: GAT-Lip against GAT inside each "
+                 "remedy, per dataset")
+
+
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -124,7 +128,8 @@ def _compare(args: argparse.Namespace) -> int:
         metric = [] if args.metric == "best_val_test" else ["--metric", args.metric]
         command = shlex.join(["lipnorm", "compare", *args.runs, *options, *metric, "--report", args.report])
         unit = "points" if args.primary or args.scale == 100 else ""
-        print_paths(write_report(comparison, args.report, sources=args.runs, command=command, unit=unit))
+        title = PRIMARY_TITLE if args.primary else ""
+        print_paths(write_report(comparison, args.report, sources=args.runs, command=command, unit=unit, title=title))
     return 0
 
 

@@ -488,12 +488,13 @@ REPORT_FILES = ("tests.csv", "per_seed.csv", "per_block.csv", "comparison.tex", 
 
 
 def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), command: str = "",
-                 unit: str = "") -> list:
+                 unit: str = "", title: str = "") -> list:
     """Write the folder `out_dir` (replaced atomically) of a comparison: its three tables as
     CSV (`tests.csv`, `per_seed.csv`, `per_block.csv`), the table as LaTeX
     (`comparison.tex`) and in `comparison.md` beside the command, the runs tables read
     (`sources`), the per-block intervals' count against chance, and the figure
-    (`comparison.pdf|png`, `lipnorm.results.figures.compare`). Needs the plots extra."""
+    (`comparison.pdf|png`, `lipnorm.results.figures.compare`); `title` heads the Markdown
+    (default: "B against A (axis)"). Needs the plots extra."""
     from pathlib import Path
 
     from lipnorm.io import atomic_dir
@@ -506,8 +507,9 @@ def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), c
     text, bold = comparison_text(comparison)
     chance = comparison.chance()
     settings = comparison.settings
+    default_title = f"{settings['b']} against {settings['a']} ({settings['axis']})"
     lines = [
-        f"# {settings['b']} against {settings['a']} ({settings['axis']})", "",
+        f"# {title or default_title}", "",
         f"Written by `{command or 'lipnorm.results.compare.write_report'}`"
         + (f" from {', '.join(f'`{source}`' for source in sources)}." if sources else "."), "",
         f"Outcome `{settings['metric']}` × {settings['scale']:g}; per seed the mean over `{settings['block']}` of "
