@@ -39,7 +39,7 @@ import torch
 
 from lipnorm import kernels
 from lipnorm.kernels import dispatch
-from lipnorm.train.tuning import retain_freed_memory
+from lipnorm.train.process import retain_freed_memory
 from seed_batching import load_protocol, literature_models, print_header, seeds_together, together_epoch
 
 # The literature grid (docs/workflow.md): per dataset, GAT and GAT-Lip x 7 arms x 5 seeds at

@@ -30,7 +30,7 @@ from lipnorm import bench
 from lipnorm.nn.models.numbering import attention_layers
 from lipnorm.train import TrainConfig
 from lipnorm.train.trainer import Trainer, prepare
-from lipnorm.train.tuning import set_flush_denormal
+from lipnorm.train.process import set_flush_denormal
 
 CELLS = [  # (model, depth, heads, hidden)
     ("gat", 10, 8, 8),

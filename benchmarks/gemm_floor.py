@@ -9,7 +9,7 @@ floor <= 1.4) and around it. Run it on an otherwise idle machine:
 
 Options: `--cells cora:10,csbm-100000:10` (dataset:depth, 8 x 64), `--seconds` per cell,
 `--implementations gat,gat-lip,dgl-gat`, `--glibc-default-malloc` (measure without
-`lipnorm.train.tuning.retain_freed_memory`). Not a test: it prints, per cell and
+`lipnorm.train.process.retain_freed_memory`). Not a test: it prints, per cell and
 implementation, the median step and floor (ms), step / floor with the quartiles of the
 per-round ratios, and the rounds.
 """
@@ -23,7 +23,7 @@ import os
 import pandas as pd
 
 from lipnorm import bench
-from lipnorm.train.tuning import retain_freed_memory
+from lipnorm.train.process import retain_freed_memory
 
 CELLS = [("cora", 2), ("cora", 10), ("cora", 30), ("csbm-10000", 10), ("csbm-100000", 2)]
 

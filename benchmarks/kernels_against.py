@@ -36,7 +36,7 @@ import torch
 
 from lipnorm import data, kernels
 from lipnorm.kernels import build, dispatch
-from lipnorm.train.tuning import retain_freed_memory
+from lipnorm.train.process import retain_freed_memory
 from seed_batching import ratio_text
 
 REPOSITORY = Path(__file__).resolve().parents[1]

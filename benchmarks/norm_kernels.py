@@ -42,7 +42,7 @@ def main() -> None:
     from lipnorm import bench
     from lipnorm.nn import GATConv
     from lipnorm.nn.functional import lipschitz_norm_linear
-    from lipnorm.train.tuning import retain_freed_memory
+    from lipnorm.train.process import retain_freed_memory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", default=None, help="dataset mirror folder")

@@ -19,7 +19,7 @@ import statistics
 
 import torch
 
-from lipnorm.train.tuning import retain_freed_memory
+from lipnorm.train.process import retain_freed_memory
 from seed_batching import (
     NORM_KERNELS, literature_models, load_protocol, norm_torch_forms, print_header, ratio_text, seeds_together,
     timed_rounds, together_epoch,

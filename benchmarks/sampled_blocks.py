@@ -1,6 +1,6 @@
 """The CSR message passing on sampled blocks, side by side with DGL's kernel.
 
-`lipnorm.nn.sparse.neighbour_weighted_sum` computes the sum as a CSR x dense product whose
+`lipnorm.nn.neighbour_sum.neighbour_weighted_sum` computes the sum as a CSR x dense product whose
 layouts are cached per graph. In mini-batch training every step brings new blocks, whose
 layouts are then built for one forward and backward: this measures where that still
 pays (the threshold `BLOCK_MIN_FEATURES` below which blocks take DGL's kernel). On the
@@ -35,8 +35,8 @@ def main() -> None:
     import lipnorm.nn.conv.gat
     from lipnorm import load_dataset
     from lipnorm.nn import GATConv
-    from lipnorm.nn.sparse import _NeighbourWeightedSum
-    from lipnorm.train.tuning import retain_freed_memory
+    from lipnorm.nn.neighbour_sum import _NeighbourWeightedSum
+    from lipnorm.train.process import retain_freed_memory
 
     def csr_product(graph, x, weights):  # the CSR path, whatever the graph and D
         return _NeighbourWeightedSum.apply(graph, x.contiguous(), weights)

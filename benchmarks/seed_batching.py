@@ -48,7 +48,7 @@ from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seeds import SeedBatchedGAT
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
-from lipnorm.train.tuning import retain_freed_memory
+from lipnorm.train.process import retain_freed_memory
 
 
 class DenseInputGAT(LiteratureGAT):

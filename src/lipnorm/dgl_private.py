@@ -3,7 +3,7 @@ release), each behind one small named function.
 
 - `graph_structure`, `reverse_structure`: a `DGLGraph`'s structure object
   (`DGLGraph._graph`, a `HeteroGraphIndex`) and its reversal, which the sparse kernels
-  below take; `lipnorm.nn.sparse` caches per structure object (DGL replaces it
+  below take; `lipnorm.nn.neighbour_sum` caches per structure object (DGL replaces it
   whenever edges or nodes change in place).
 - `gspmm`, `gsddmm`: DGL's differentiable g-SpMM and g-SDDMM
   (`dgl.backend.pytorch.sparse`), whose own gradients are differentiable again.
@@ -181,7 +181,7 @@ def citation_features_replaced(process_features: Callable[[Any], Any]) -> Iterat
         module._preprocess_features = original
 
 
-# What is derived from a graph's structure alone (lipnorm.nn.sparse's layouts, the count
+# What is derived from a graph's structure alone (lipnorm.nn.neighbour_sum's layouts, the count
 # of nodes without in-edges that GATConv checks, the kernels' in-edge index), per graph, built once: a graph's structure
 # seldom changes, building a layout costs about as much as the product it serves (0.8 ms
 # at Cora), and a count read into Python is a host-device synchronisation on a GPU.

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from tests.synthetic_runs import write_grid
 
-from lipnorm import experiments, grid, numbers, registry
+from lipnorm import experiments, grid, registry, yaml_numbers
 from lipnorm.registry import plugins
 from lipnorm.results.aggregate import write_aggregate
 from lipnorm.cli import build_parser, main
@@ -172,7 +172,7 @@ def expected_gap_cells(records) -> dict[tuple[str, int], str]:
 
 
 def test_a_plugins_experiment_is_in_the_workflow_schema(gap):
-    schema = grid.schema_with_registry(numbers.read_schema(SCHEMA))
+    schema = grid.schema_with_registry(yaml_numbers.read_schema(SCHEMA))
     assert schema["properties"]["experiments"]["properties"]["gap"] == {"$ref": "#/$defs/grid_experiment"}
     block = {"grid": {"datasets": ["csbm"], "models": ["gat"], "depths": [2], "alphas": [1],
                       "missing_rates": [0], "seeds": [0]}, "train": {}}

@@ -298,7 +298,7 @@ def test_a_dataset_needs_a_load_function():
 # The losses are float32 sums whose order depends on the CPU. On an AVX-512 CPU (an AMD
 # EPYC, seen here) one epoch's loss of five models differs from the recorded one by 1-2
 # float32 ulps (2.4e-7 at most); the metrics, parameter counts and other losses stay exact.
-# For `gat` the cause is MKL's sparse product (see tests/nn/test_sparse.py): under
+# For `gat` the cause is MKL's sparse product (see tests/nn/test_neighbour_sum.py): under
 # MKL_CBWR=COMPATIBLE, where MKL sums in order on every CPU, its losses are the recorded ones
 # bit for bit. The other four differ under every setting tried (MKL_CBWR, MKL's, oneDNN's
 # and PyTorch's instruction-set caps, one thread, DGL without libxsmm). So the losses are

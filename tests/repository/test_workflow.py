@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from lipnorm import experiments, grid, numbers, registry
+from lipnorm import experiments, grid, registry, yaml_numbers
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -268,7 +268,7 @@ PLUGIN_HINT = (
 
 def check_config(config: dict) -> None:
     """The workflow's check (common.smk) of `config`, lipnorm's own names only."""
-    grid.check_config(config, grid.schema_with_registry(numbers.read_schema(SCHEMA)))
+    grid.check_config(config, grid.schema_with_registry(yaml_numbers.read_schema(SCHEMA)))
 
 
 def test_official_recipe_with_fewer_epochs_is_a_valid_config():

@@ -148,7 +148,7 @@ def test_train_refuses_cuda_from_a_config_file(tmp_path, monkeypatch, capsys):
 
 
 def test_probe_on_cpu_and_auto_give_the_same_table(tmp_path):
-    from lipnorm.lipschitz import probe_table
+    from lipnorm.lipschitz_probe import probe_table
 
     assert cli.main(["probe", "--out-dir", str(tmp_path / "a"), "--scales", "10", "--iters", "20", "--device", "auto"]) == 0
     import pandas as pd

@@ -91,7 +91,7 @@ def test_the_workflows_parsing_imports_no_torch():
     """What common.smk computes at parse, for the literature grid (seeds grouped) and the
     default config: the seed groups, the plan, the run groups."""
     code = (
-        "import sys; from lipnorm import experiments, grid, numbers, plan, registry;"
+        "import sys; from lipnorm import experiments, grid, plan, registry, yaml_numbers;"
         "from lipnorm.train import seed_plan; from lipnorm.results.aggregate import AGGREGATE_TABLES;"
         "from lipnorm.plan.workflow import read_config;"
         "configs = [read_config(path) for path in sys.argv[1:]];"

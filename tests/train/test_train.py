@@ -25,7 +25,7 @@ from lipnorm.train import trainer as trainer_module
 from lipnorm.train.hooks import GradientNorms
 from lipnorm.train.run_directory import GRADNORMS_COLUMNS, LAYERSTATS_COLUMNS, METRICS_COLUMNS, OUTNORMS_COLUMNS
 from lipnorm.train.trainer import Trainer, compute_metric, prepare, select_epoch
-from lipnorm.train.tuning import set_flush_denormal
+from lipnorm.train.process import set_flush_denormal
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
@@ -699,7 +699,7 @@ def test_cli_official_recipe_on_cora_records_its_settings(tmp_path, cora_root):
 
 RETAIN_PROBE = """
 import ctypes, json, sys, torch
-from lipnorm.train.tuning import retain_freed_memory
+from lipnorm.train.process import retain_freed_memory
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]

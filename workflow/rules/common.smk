@@ -7,7 +7,7 @@ import sys
 
 from snakemake.utils import validate
 
-from lipnorm import experiments, grid, numbers, plan, registry
+from lipnorm import experiments, grid, plan, registry, yaml_numbers
 from lipnorm.train import seed_plan
 from lipnorm.results.aggregate import AGGREGATE_TABLES
 from lipnorm.settings.recipes import MISSING_POOLS
@@ -42,11 +42,11 @@ SCHEMA = os.path.join(
 DERIVED_SCHEMA = os.path.abspath(
     os.path.join(".snakemake", "lipnorm", "config.schema.yaml")
 )
-_schema = grid.schema_with_registry(numbers.read_schema(SCHEMA))
+_schema = grid.schema_with_registry(yaml_numbers.read_schema(SCHEMA))
 os.makedirs(os.path.dirname(DERIVED_SCHEMA), exist_ok=True)
 with open(DERIVED_SCHEMA, "w") as _file:
     json.dump(_schema, _file)
-numbers.coerce_numbers(config, _schema)
+yaml_numbers.coerce_numbers(config, _schema)
 # One line per problem (its key path, what is allowed); Snakemake's validate then only
 # fills the schema's defaults.
 try:

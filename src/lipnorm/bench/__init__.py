@@ -27,8 +27,8 @@ Outputs (`run_benchmark`, `harness`): `measurements.csv` (every measurement, lon
 `epoch_time_vs_edges.{pdf,png}` and `profile_gat_8x8.txt` (torch.profiler tables).
 
 The modules: `cases` (implementations, graphs, cases, plans), `measure` (timing a case),
-`memory`, `floor` (the dense-GEMM floor), `epochs` (the epoch of `lipnorm train`,
-gradient-logging overhead, profile), `report` (`summary.md`), `figure` (its figure, the
+`memory`, `dense_floor` (the dense-GEMM floor of a training step), `epochs` (the epoch
+of `lipnorm train`, gradient-logging overhead, profile), `report` (`summary.md`), `figure` (its figure, the
 only one importing matplotlib) and `harness` (`run_benchmark`). This package's face is
 what the scripts in `benchmarks/` and `lipnorm bench` call; importing it imports no torch.
 """
@@ -50,7 +50,7 @@ from lipnorm.bench.cases import (
     require_pyg,
 )
 from lipnorm.bench.epochs import EPOCH_PARTS, epoch_times, gradlog_overhead, profile_lip
-from lipnorm.bench.floor import FLOOR, estimated_step_gflop, floor_gemms, gemm_floor
+from lipnorm.bench.dense_floor import FLOOR, estimated_step_gflop, floor_gemms, gemm_floor
 from lipnorm.bench.harness import run_benchmark
 from lipnorm.bench.measure import interleaved_rounds, measure_case, train_step
 from lipnorm.bench.memory import saved_tensor_bytes

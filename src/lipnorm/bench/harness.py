@@ -11,7 +11,7 @@ import pandas as pd
 
 from lipnorm.bench.cases import COLUMNS, FULL, QUICK, Graph, cases, load_graph, require_pyg
 from lipnorm.bench.epochs import epoch_times, gradlog_overhead, profile_lip
-from lipnorm.bench.floor import estimated_step_gflop
+from lipnorm.bench.dense_floor import estimated_step_gflop
 from lipnorm.bench.measure import measure_case, to_device
 from lipnorm.bench.report import environment, floor_rows, layer_times, write_summary
 from lipnorm.io import atomic_dir
@@ -39,7 +39,7 @@ def run_benchmark(
 
     from lipnorm.bench.figure import write_figure  # matplotlib, once there is something to draw
     from lipnorm.train.device import resolve_device, use_device
-    from lipnorm.train.tuning import retain_freed_memory, set_flush_denormal
+    from lipnorm.train.process import retain_freed_memory, set_flush_denormal
 
     target = resolve_device(device)  # first: a refused device leaves nothing behind
     use_device(target)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from lipnorm.bench.cases import Case, Graph, Plan, build_bench_model, implementations
-from lipnorm.bench.floor import FLOOR, floor_gemms, gemm_floor
+from lipnorm.bench.dense_floor import FLOOR, floor_gemms, gemm_floor
 from lipnorm.bench.memory import peak_cuda_of, peak_rss_of, saved_tensor_bytes
 
 

@@ -75,7 +75,7 @@ def request_huge_pages() -> bool:
     (2 MB pages), unless `THP_MEM_ALLOC_ENABLE` is already set: True if asked or set to 1.
 
     A tensor that gets a mapping of its own
-    (`lipnorm.train.tuning.retain_freed_memory(map_large_tensors=True)`) is faulted in anew
+    (`lipnorm.train.process.retain_freed_memory(map_large_tensors=True)`) is faulted in anew
     each time it is allocated; with 2 MB pages that is one fault per 2 MB instead of one
     per 4 KB, which makes mapping large tensors nearly as fast as reusing the heap
     (docs/performance.md, "Memory allocation"). Effective only when called before the

@@ -66,6 +66,6 @@ def _scales(text: str) -> list[float]:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from lipnorm.lipschitz import write_probe
+    from lipnorm.lipschitz_probe import write_probe
 
     return print_paths(write_probe(args.out_dir, args.seed, args.scales, args.iters, device=args.device))

@@ -22,7 +22,7 @@ depth L, H heads of D features (width W = H*D):
   training terms above on the batch subgraph (N B/K nodes and, as an upper bound,
   E B/K edges), which stay in the heap, plus the whole-graph evaluation under no_grad
   (``a_VN N W + a_VE E H``, and ``a_P N W (P - 1)``), whose large tensors are mapped on
-  their own (`lipnorm.train.tuning.retain_freed_memory`): the two peaks add up;
+  their own (`lipnorm.train.process.retain_freed_memory`): the two peaks add up;
 - epoch time: ``base + F W N`` (input projection) + per layer ``P N W^2`` (dense),
   ``N W`` (element-wise), ``E W`` (aggregation) and ``E H`` (attention) terms, and,
   checkpointed, the recomputed forward (``(L - 1) P N W^2``, ``(L - 1) E W``); cluster batches
@@ -113,7 +113,7 @@ class RunShape:
 
 def _saved_inputs_mapped(nodes: float, shape: RunShape) -> bool:
     """Whether a checkpointed run's saved block inputs, (nodes, W) float32 each, are mapped
-    one by one (from MAPPED_LARGE_TENSOR_BYTES on, `lipnorm.train.tuning.retain_freed_memory`):
+    one by one (from MAPPED_LARGE_TENSOR_BYTES on, `lipnorm.train.process.retain_freed_memory`):
     then each takes exactly its size, a known term, not a fitted one (in the
     heap, fragmentation makes it a fitted multiple)."""
     return shape.checkpoint and nodes * shape.width * 4 >= MAPPED_LARGE_TENSOR_BYTES

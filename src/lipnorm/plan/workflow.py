@@ -25,7 +25,7 @@ STARTUP_S = 120
 
 def _number(where: str, value: Any, integer: bool = True) -> Any:
     """A config number (YAML 1.1 may leave `1e3` a string) as int (or float)."""
-    from lipnorm.numbers import parse_number
+    from lipnorm.yaml_numbers import parse_number
 
     number = parse_number(value) if isinstance(value, str) else value
     if isinstance(number, bool) or not isinstance(number, (int, float)) or (integer and number != int(number)):
@@ -204,7 +204,7 @@ def plan_workflow(config: Mapping[str, Any], coefficients: Coefficients) -> dict
 
 def read_config(path: str | Path) -> dict[str, Any]:
     """A workflow config file (YAML), its plugins loaded."""
-    from lipnorm.numbers import load_yaml
+    from lipnorm.yaml_numbers import load_yaml
 
     try:
         config = load_yaml(Path(path).read_text())

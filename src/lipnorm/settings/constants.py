@@ -18,5 +18,5 @@ DEFAULT_DATA_ROOT = "resources/datasets"
 
 # Under checkpointing or cluster batches, tensors from this size on (glibc's own largest
 # dynamic mmap threshold) get a mapping each instead of a place in glibc's heap
-# (`lipnorm.train.tuning.retain_freed_memory`); `lipnorm.plan` counts such tensors at their size.
+# (`lipnorm.train.process.retain_freed_memory`); `lipnorm.plan` counts such tensors at their size.
 MAPPED_LARGE_TENSOR_BYTES = 32 << 20

@@ -379,7 +379,7 @@ def load_config(path: str | Path | None, overrides: Mapping[str, Any]) -> TrainC
         if path.suffix == ".json":
             loaded = json.loads(text)
         else:
-            from lipnorm.numbers import load_yaml
+            from lipnorm.yaml_numbers import load_yaml
 
             loaded = load_yaml(text)  # YAML 1.2 numbers: `lr: 5e-3` is a number
         if not isinstance(loaded, dict):

@@ -7,7 +7,7 @@ The public face is `run(config, out)` and its settings, `TrainConfig` (whose hom
 The parts live one concern a module of this package: the run and its directory
 (`run_directory`), the epoch loop (`loop`), the model and data made ready and the
 training steps (`trainer`), the logging hooks (`hooks`), the saved training state
-(`run_state`), the process-wide tuning (`tuning`), the device (`device`), the cluster
+(`run_state`), the process-wide settings (`process`), the device (`device`), the cluster
 batches (`cluster_batches`) and several seeds in one process (`seed_group`, `lipnorm
 train --seeds`). Torch-free: what a command will write, checked before it trains
 (`targets`), and which runs' seeds train together, from their settings (`seed_plan`).

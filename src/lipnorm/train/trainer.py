@@ -23,7 +23,7 @@ from lipnorm.train import run_state
 from lipnorm.train.cluster_batches import ClusterBatches
 from lipnorm.train.device import resolve_device
 from lipnorm.train.hooks import GradientNorms, LayerStats, OutputNorms
-from lipnorm.train.tuning import retain_freed_memory, seed_everything, set_flush_denormal
+from lipnorm.train.process import retain_freed_memory, seed_everything, set_flush_denormal
 
 # The authors' code uses `ReduceLROnPlateau(optimizer)`, i.e. torch's defaults.
 PLATEAU_FACTOR = 0.1

@@ -31,7 +31,7 @@ from lipnorm.dgl_private import edge_softmax
 from lipnorm.nn.conv.base import AttentionConv, reject_zero_in_degree, reset_residual, residual_projection
 from lipnorm.nn.functional import check_eps, lipschitz_norm_linear
 from lipnorm.nn.row_pruned import RowPruned
-from lipnorm.nn.sparse import neighbour_weighted_sum
+from lipnorm.nn.neighbour_sum import neighbour_weighted_sum
 
 __all__ = ["GATConv"]
 

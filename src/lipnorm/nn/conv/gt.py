@@ -48,7 +48,7 @@ from torch import nn
 from lipnorm.dgl_private import edge_softmax
 from lipnorm.nn.conv.base import AttentionConv
 from lipnorm.nn.functional import lipschitz_norm_dot_product
-from lipnorm.nn.sparse import neighbour_weighted_sum
+from lipnorm.nn.neighbour_sum import neighbour_weighted_sum
 
 __all__ = ["GTConv"]
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import pytest
 import yaml
 
-from lipnorm import numbers
+from lipnorm import yaml_numbers
 
 
 @pytest.mark.parametrize(
@@ -14,20 +17,20 @@ from lipnorm import numbers
      (".5", 0.5), ("12", 12), ("+7", 7), ("3.", 3.0)],
 )
 def test_parse_number_reads_yaml_1_2_numbers(text, number):
-    parsed = numbers.parse_number(text)
+    parsed = yaml_numbers.parse_number(text)
     assert parsed == number and type(parsed) is type(number)
 
 
 @pytest.mark.parametrize("text", ["abc", "1e", "e3", "1_000", "0x10", ".inf", "nan", "1e3.5", " 1", ""])
 def test_parse_number_leaves_other_strings(text):
-    assert numbers.parse_number(text) is None
+    assert yaml_numbers.parse_number(text) is None
 
 
 def test_load_yaml_reads_exponents_without_a_dot_as_floats():
     text = "lr: 5e-3\nweight_decay: 5e-4\nbig: 1E3\nplain: 0.01\nint: 3\nname: 5e-4x\nquoted: '1e-2'\n"
     # PyYAML (YAML 1.1) reads the first three as strings: what the loader fixes.
     assert yaml.safe_load(text)["lr"] == "5e-3"
-    assert numbers.load_yaml(text) == {
+    assert yaml_numbers.load_yaml(text) == {
         "lr": 0.005, "weight_decay": 0.0005, "big": 1000.0, "plain": 0.01, "int": 3,
         "name": "5e-4x", "quoted": "1e-2",
     }
@@ -56,7 +59,7 @@ def test_coerce_numbers_follows_the_schema_and_leaves_strings_elsewhere():
         "groups": {"a": {"lr": "5e-4", "epochs": "1e2"}, "b": {"lr": "abc"}},
         "either": {"lr": "1E-2", "n": "4e1"}, "unknown": "1e3",
     }
-    same = numbers.coerce_numbers(config, SCHEMA)
+    same = yaml_numbers.coerce_numbers(config, SCHEMA)
     assert same is config
     assert config == {
         "path": "1e3", "maybe": "2e2", "rates": [0.1, 0.5, "abc"],
@@ -68,4 +71,12 @@ def test_coerce_numbers_follows_the_schema_and_leaves_strings_elsewhere():
 
 def test_coerce_numbers_refuses_remote_refs():
     with pytest.raises(ValueError, match="only local \\$ref are supported, got 'other.yaml#/x'"):
-        numbers.coerce_numbers({"a": "1"}, {"properties": {"a": {"$ref": "other.yaml#/x"}}})
+        yaml_numbers.coerce_numbers({"a": "1"}, {"properties": {"a": {"$ref": "other.yaml#/x"}}})
+
+
+def test_the_old_name_lipnorm_numbers_warns_naming_the_new_and_gives_its_names(monkeypatch):
+    monkeypatch.delitem(sys.modules, "lipnorm.numbers", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"import lipnorm\.yaml_numbers instead"):
+        old = importlib.import_module("lipnorm.numbers")
+    assert old.parse_number is yaml_numbers.parse_number and old.coerce_numbers is yaml_numbers.coerce_numbers
+    assert old._INTEGER_RE is yaml_numbers._INTEGER_RE

@@ -4,6 +4,8 @@ growth of GAT/GT at tied inputs; the table and the CLI."""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 
 import dgl
 import dgl.backend.pytorch.sparse as dgl_sparse
@@ -11,9 +13,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lipnorm import lipschitz
+from lipnorm import lipschitz_probe
 from lipnorm.cli import main
-from lipnorm.lipschitz import (
+from lipnorm.lipschitz_probe import (
     PROBE_IN_FEATS,
     PROBE_MODELS,
     estimate_lipschitz,
@@ -101,7 +103,7 @@ def test_estimate_needs_a_twice_differentiable_edge_softmax(monkeypatch, layer_s
     if layer_softmax == "dgl":
         monkeypatch.setattr(gat, "edge_softmax", dgl_edge_softmax)
     if not probe_swap:
-        monkeypatch.setattr(lipschitz, "twice_differentiable_edge_softmax", contextlib.nullcontext)
+        monkeypatch.setattr(lipschitz_probe, "twice_differentiable_edge_softmax", contextlib.nullcontext)
     estimate = estimate_lipschitz(layer, graph, feat)
     if layer_softmax == "dgl" and not probe_swap:
         assert estimate != pytest.approx(expected, rel=1e-2)
@@ -229,3 +231,11 @@ def test_probe_cli_errors(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert "error:" in err and message in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_old_name_lipnorm_lipschitz_warns_naming_the_new_and_gives_its_names(monkeypatch):
+    monkeypatch.delitem(sys.modules, "lipnorm.lipschitz", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"import lipnorm\.lipschitz_probe instead"):
+        old = importlib.import_module("lipnorm.lipschitz")
+    assert old.estimate_lipschitz is estimate_lipschitz and old.write_probe is lipschitz_probe.write_probe
+    assert old._probe_context is lipschitz_probe._probe_context

@@ -20,8 +20,8 @@ import dgl.function as fn
 import pytest
 import torch
 
-import lipnorm.nn.sparse
-from lipnorm.nn.sparse import BLOCK_MIN_FEATURES, neighbour_weighted_sum
+import lipnorm.nn.neighbour_sum
+from lipnorm.nn.neighbour_sum import BLOCK_MIN_FEATURES, neighbour_weighted_sum
 
 # Set before MKL loads (in the environment of the process), as MKL reads it once.
 MKL_IN_ORDER = os.environ.get("MKL_CBWR", "").upper().startswith("COMPATIBLE")
@@ -183,8 +183,8 @@ def test_only_blocks_with_few_features_per_head_take_dgls_kernel(monkeypatch, gr
     graph = GRAPHS[graph_name]()
     x, weights = inputs(graph, 2, dim)
     built = []
-    build = lipnorm.nn.sparse._head_interleaved
-    monkeypatch.setattr(lipnorm.nn.sparse, "_head_interleaved", lambda *args: built.append(args) or build(*args))
+    build = lipnorm.nn.neighbour_sum._head_interleaved
+    monkeypatch.setattr(lipnorm.nn.neighbour_sum, "_head_interleaved", lambda *args: built.append(args) or build(*args))
     out = neighbour_weighted_sum(graph, x, weights)
     out.sum().backward()
     assert len(built) == (2 if csr else 0)  # forward and backward layouts
