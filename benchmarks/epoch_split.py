@@ -40,7 +40,7 @@ import torch
 from lipnorm import kernels
 from lipnorm.kernels import dispatch
 from lipnorm.train.process import retain_freed_memory
-from seed_batching import load_protocol, literature_models, print_header, seeds_together, together_epoch
+from seed_batching import load_protocol, literature_models, print_header, seed_batch, seed_batch_epoch
 
 # The literature grid (docs/workflow.md): per dataset, GAT and GAT-Lip x 7 arms x 5 seeds at
 # depths 1-10, 15, 20, 25, 30, 1000 epochs; Cora and CiteSeer.
@@ -92,8 +92,8 @@ def split(args, depths: list[int]) -> dict[str, tuple[float, float]]:
         args.depth = depth
         protocol = load_protocol(args)
         for path in ("kernels", "no-op"):
-            epochs[depth, path] = together_epoch(
-                protocol, seeds_together(literature_models(protocol, args.norm, args.attention_norm, args.seeds))
+            epochs[depth, path] = seed_batch_epoch(
+                protocol, seed_batch(literature_models(protocol, args.norm, args.attention_norm, args.seeds))
             )
     args.depth = ",".join(map(str, depths))
     print_header(args, f"{args.seeds} seeds together, attention norm {args.attention_norm}, kernels and no-op kernels")

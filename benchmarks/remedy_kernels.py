@@ -21,8 +21,8 @@ import torch
 
 from lipnorm.train.process import retain_freed_memory
 from seed_batching import (
-    NORM_KERNELS, literature_models, load_protocol, norm_torch_forms, print_header, ratio_text, seeds_together,
-    timed_rounds, together_epoch,
+    NORM_KERNELS, literature_models, load_protocol, norm_torch_forms, print_header, ratio_text, seed_batch,
+    timed_rounds, seed_batch_epoch,
 )
 
 
@@ -46,7 +46,7 @@ def main() -> None:
     protocol = load_protocol(args)
 
     def epoch_of(norm: str, form: str):
-        epoch = together_epoch(protocol, seeds_together(literature_models(protocol, norm, "none", args.seeds)))
+        epoch = seed_batch_epoch(protocol, seed_batch(literature_models(protocol, norm, "none", args.seeds)))
 
         def run() -> None:
             with norm_torch_forms() if form == "torch form" else contextlib.nullcontext():

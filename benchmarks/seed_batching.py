@@ -45,7 +45,7 @@ from lipnorm import data, kernels
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.literature import LiteratureGAT
-from lipnorm.nn.models.seeds import SeedBatchedGAT
+from lipnorm.nn.models.seed_batch import SeedBatchedGAT
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 from lipnorm.train.process import retain_freed_memory
@@ -106,7 +106,7 @@ def literature_models(protocol: Protocol, norm: str, attention_norm: str, seeds:
     return built
 
 
-def seeds_together(models: list[LiteratureGAT]) -> SeedBatchedGAT:
+def seed_batch(models: list[LiteratureGAT]) -> SeedBatchedGAT:
     """`models` as one network, seed s's stream seeded with s."""
     batched = SeedBatchedGAT(models)
     batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(len(models))])
@@ -117,7 +117,7 @@ def adam(protocol: Protocol, parameters) -> torch.optim.Adam:
     return torch.optim.Adam(parameters, lr=protocol.settings["lr"], weight_decay=protocol.settings["weight_decay"])
 
 
-def together_epoch(protocol: Protocol, batched: SeedBatchedGAT, drops: list[DropEdge] | None = None):
+def seed_batch_epoch(protocol: Protocol, batched: SeedBatchedGAT, drops: list[DropEdge] | None = None):
     """An epoch of `batched` (training step, evaluation forward); with `drops`, each seed's
     DropEdge mask drawn per step."""
     graph, features = protocol.dataset.graph, protocol.features
@@ -229,10 +229,10 @@ def main() -> None:
         paths["dense", attention_norm] = without_kernels(separate_epoch(dense))
         paths["lean", attention_norm] = separate_epoch(lean)
         for path, fused in (("together-dgl", False), ("together", True)):
-            batched = seeds_together(models(attention_norm))
+            batched = seed_batch(models(attention_norm))
             for layer in batched.layers:
                 layer.fused = fused
-            epoch = together_epoch(protocol, batched, dropedges())
+            epoch = seed_batch_epoch(protocol, batched, dropedges())
             paths[path, attention_norm] = epoch if fused else without_kernels(epoch)
 
     print_header(args, f"DropEdge {args.dropedge}, S = {args.seeds} seeds")
@@ -289,8 +289,8 @@ def lanes(args, protocol: Protocol) -> None:
     paths = {}
     for attention_norm in ("none", "lip"):
         for count in counts:
-            batched = seeds_together(literature_models(protocol, args.norm, attention_norm, count))
-            paths[attention_norm, count] = together_epoch(protocol, batched)
+            batched = seed_batch(literature_models(protocol, args.norm, attention_norm, count))
+            paths[attention_norm, count] = seed_batch_epoch(protocol, batched)
     print_header(args, f"seeds together: {counts}")
     times = timed_rounds(args, paths, lambda key: key[1])
     print(f"ms per seed-epoch, median of rounds; speed-up over {counts[0]} together (range of the per-round ratio):")

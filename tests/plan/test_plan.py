@@ -601,8 +601,8 @@ def test_runs_trained_with_their_seeds_are_planned_at_the_measured_share(shipped
     coefficients' share of those of its runs alone, and the report says so."""
     monkeypatch.setenv("LIPNORM_KERNELS", "on")
     config = plan.read_config(REPO / "config" / "presets" / "literature-pilot.yaml")
-    alone = dataclasses.replace(shipped, seeds_together_share=1.0, seeds_together_source="")
-    measured = dataclasses.replace(shipped, seeds_together_share=0.25, seeds_together_source="a test")
+    alone = dataclasses.replace(shipped, seed_batch_share=1.0, seed_batch_source="")
+    measured = dataclasses.replace(shipped, seed_batch_share=0.25, seed_batch_source="a test")
 
     def hours(report: str) -> float:
         return float(next(line for line in report.splitlines() if line.startswith("remedies ")).split()[3])
@@ -637,13 +637,13 @@ def test_the_plan_counts_runs_at_the_speed_of_the_path_that_will_run(shipped, mo
         monkeypatch.setenv(name, value)
     assert plan.workflow.kernels_expected()[0] is kernels and why in plan.workflow.kernels_expected()[1]
     config = plan.read_config(REPO / "config" / "presets" / "literature-pilot.yaml")
-    share = shipped.seeds_together_share if kernels else shipped.seeds_together_share_without_kernels
-    assert 0 < shipped.seeds_together_share < shipped.seeds_together_share_without_kernels < 1
+    share = shipped.seed_batch_share if kernels else shipped.seed_batch_share_without_kernels
+    assert 0 < shipped.seed_batch_share < shipped.seed_batch_share_without_kernels < 1
     report = plan.config_report(config, shipped)
     assert f"a run trained with its seeds at {share:.3g} of its cost alone" in report
     assert f"{'with' if kernels else 'without'} the compiled kernels: {why}" in report
     alone = plan.config_report(
-        config, dataclasses.replace(shipped, seeds_together_share=1.0, seeds_together_share_without_kernels=1.0)
+        config, dataclasses.replace(shipped, seed_batch_share=1.0, seed_batch_share_without_kernels=1.0)
     )
     hours = [float(next(line for line in text.splitlines() if line.startswith("remedies ")).split()[3])
              for text in (report, alone)]
@@ -653,7 +653,7 @@ def test_the_plan_counts_runs_at_the_speed_of_the_path_that_will_run(shipped, mo
 
 def test_a_bad_share_without_kernels_is_refused(tmp_path, shipped):
     data = shipped.to_json()
-    assert data["seeds_together"]["without_kernels"] == shipped.seeds_together_share_without_kernels
+    assert data["seeds_together"]["without_kernels"] == shipped.seed_batch_share_without_kernels
     for share in (0, 1.5, "twice", True):
         data["seeds_together"]["without_kernels"] = share
         path = tmp_path / "coefficients.json"
@@ -663,7 +663,7 @@ def test_a_bad_share_without_kernels_is_refused(tmp_path, shipped):
 
 
 def test_the_shipped_coefficients_carry_the_measured_share_and_a_bad_one_is_refused(tmp_path, shipped):
-    assert 0 < shipped.seeds_together_share < 1 and "seed_batching" in shipped.seeds_together_source
+    assert 0 < shipped.seed_batch_share < 1 and "seed_batching" in shipped.seed_batch_source
     data = shipped.to_json()
     for share in (0, 1.5, "half", True):
         data["seeds_together"] = {"share": share, "measured": "x"}

@@ -8,7 +8,7 @@ import sys
 from snakemake.utils import validate
 
 from lipnorm import experiments, grid, plan, registry, yaml_numbers
-from lipnorm.train import seed_plan
+from lipnorm.train import seed_batch_plan
 from lipnorm.results.aggregate import AGGREGATE_TABLES
 from lipnorm.settings.recipes import MISSING_POOLS
 
@@ -81,7 +81,7 @@ RUN_DIR = f"{RESULTS}/{{run_group}}/runs/{grid.RUN_SUBDIR}"
 RUN_LOG = f"{RESULTS}/{{run_group}}/logs/runs/{grid.RUN_SUBDIR}.log"
 # The run groups whose seeds one job trains (rule train_seeds, `lipnorm train --seeds`),
 # with the seed list they share; the others: one job per run (rule train).
-SEED_LIST, SEED_GROUPS = seed_plan.workflow_seed_groups(config)
+SEED_LIST, SEED_GROUPS = seed_batch_plan.workflow_seed_groups(config)
 SEPARATE_GROUPS = [group for group in RUN_GROUPS if group not in SEED_GROUPS]
 # A run directory but its seed's part: a train_seeds job writes every seed's below it,
 # and logs beside them.

@@ -175,7 +175,7 @@ def _train(args: argparse.Namespace) -> int:
 
     try:
         if args.seeds is not None:
-            from lipnorm.train.seed_group import run_seeds
+            from lipnorm.train.seed_batch import run_seeds
 
             run_seeds(config, args.seeds, args.out)
         else:

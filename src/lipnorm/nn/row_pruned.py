@@ -25,7 +25,7 @@ __all__ = ["RowPruned", "nonzero_rows", "row_pruned"]
 class RowPruned(NamedTuple):
     """Features `(num_nodes, F)` that are zero outside the rows `rows`, whose values are
     `values` `(len(rows), F)` (`(S, len(rows), F)` for S seeds side by side,
-    `lipnorm.nn.models.seeds`)."""
+    `lipnorm.nn.models.seed_batch`)."""
 
     rows: torch.Tensor
     values: torch.Tensor

@@ -219,20 +219,21 @@ class Coefficients:
     date: str = ""
     version: str = ""
     measurements: tuple[Mapping[str, Any], ...] = ()
-    # A run trained with its seeds together (`lipnorm train --seeds`: one network, one
+    # A run trained in a seed batch (`lipnorm train --seeds`: its seeds as one network, one
     # process, the compiled attention) costs this share of its estimate alone; measured
-    # on a grid where it applies (`seeds_together_source` says which), 1 where not.
-    seeds_together_share: float = 1.0
-    seeds_together_source: str = ""
+    # on a grid where it applies (`seed_batch_source` says which), 1 where not. (The
+    # calibration file names them by their older word: `seeds_together`.)
+    seed_batch_share: float = 1.0
+    seed_batch_source: str = ""
     # The same share where the compiled kernels do not run (LIPNORM_KERNELS=off, no C
-    # compiler): the torch and DGL paths' seeds-together epoch; None where not measured.
-    seeds_together_share_without_kernels: float | None = None
+    # compiler): the torch and DGL paths' seed-batch epoch; None where not measured.
+    seed_batch_share_without_kernels: float | None = None
 
-    def seeds_together(self, kernels: bool) -> float:
-        """The share of a run trained with its seeds, on the path that will run."""
-        if kernels or self.seeds_together_share_without_kernels is None:
-            return self.seeds_together_share
-        return self.seeds_together_share_without_kernels
+    def seed_batch_share_on(self, kernels: bool) -> float:
+        """The share of a run trained in a seed batch, on the path that will run."""
+        if kernels or self.seed_batch_share_without_kernels is None:
+            return self.seed_batch_share
+        return self.seed_batch_share_without_kernels
 
     def estimate(self, shape: RunShape) -> Estimate:
         """The `Estimate` of `shape` under these coefficients."""
@@ -255,9 +256,9 @@ class Coefficients:
             "epoch_s": dict(self.time),
             "measurements": [dict(row) for row in self.measurements],
             "seeds_together": {
-                "share": self.seeds_together_share, "measured": self.seeds_together_source,
-                **({} if self.seeds_together_share_without_kernels is None
-                   else {"without_kernels": self.seeds_together_share_without_kernels}),
+                "share": self.seed_batch_share, "measured": self.seed_batch_source,
+                **({} if self.seed_batch_share_without_kernels is None
+                   else {"without_kernels": self.seed_batch_share_without_kernels}),
             },
         }
 
@@ -307,19 +308,19 @@ def load_coefficients(path: str | Path | None = None) -> Coefficients:
     threads = data.get("threads")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"{where}: threads {threads!r} must be a positive integer")
-    together = data.get("seeds_together", {"share": 1.0, "measured": ""})
-    if not isinstance(together, Mapping):
-        raise ValueError(f"{where}: seeds_together must map share and measured; got {together!r}")
-    share = together.get("share")
+    seed_batch = data.get("seeds_together", {"share": 1.0, "measured": ""})
+    if not isinstance(seed_batch, Mapping):
+        raise ValueError(f"{where}: seeds_together must map share and measured; got {seed_batch!r}")
+    share = seed_batch.get("share")
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ValueError(f"{where}: seeds_together.share={share!r} must be a number in (0, 1]")
-    without = together.get("without_kernels")
+    without = seed_batch.get("without_kernels")
     if without is not None and (isinstance(without, bool) or not isinstance(without, (int, float)) or not 0 < without <= 1):
         raise ValueError(f"{where}: seeds_together.without_kernels={without!r} must be a number in (0, 1]")
     return Coefficients(
-        seeds_together_share=float(share),
-        seeds_together_share_without_kernels=None if without is None else float(without),
-        seeds_together_source=str(together.get("measured", "")),
+        seed_batch_share=float(share),
+        seed_batch_share_without_kernels=None if without is None else float(without),
+        seed_batch_source=str(seed_batch.get("measured", "")),
         memory=_read_terms(where, data, "memory_mb", MEMORY_TERMS),
         time=_read_terms(where, data, "epoch_s", TIME_TERMS),
         device=data["device"],

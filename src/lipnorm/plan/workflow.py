@@ -234,7 +234,7 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
     """Per experiment: jobs, CPU-hours (epochs x epoch time x the calibration's
     threads), the largest job's memory request and its run directory, the longest
     job's runtime request, and the jobs the plan gave checkpointing or cluster batches."""
-    from lipnorm.train.seed_plan import workflow_seed_groups
+    from lipnorm.train.seed_batch_plan import workflow_seed_groups
 
     jobs = plan_workflow(config, coefficients)
     experiments: dict[str, list[Job]] = {}
@@ -242,7 +242,7 @@ def config_report(config: Mapping[str, Any], coefficients: Coefficients) -> str:
         experiments.setdefault(job.run_group.split("/")[0], []).append(job)
     seeds, seed_groups = workflow_seed_groups(config)
     kernels, why = kernels_expected()
-    share = coefficients.seeds_together(kernels)
+    share = coefficients.seed_batch_share_on(kernels)
     limit = config.get("max_mem_mb")
     lines = [
         f"coefficients: {coefficients.device}, {coefficients.threads} thread(s), {coefficients.machine} {coefficients.date}",

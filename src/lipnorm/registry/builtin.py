@@ -11,9 +11,9 @@ from lipnorm.registry.entries import BUILTIN_DATASETS, DatasetSizes
 from lipnorm.registry.register import register_architecture, register_dataset, register_norm
 
 
-def literature_gat_seeds(config) -> str | None:
+def literature_gat_seed_batch_check(config) -> str | None:
     """Why `SeedBatchedGAT` cannot hold the networks of a resolved GAT `ModelConfig`, None
-    where it can: the settings form of `lipnorm.nn.models.seeds.batchable` (a test holds
+    where it can: the settings form of `lipnorm.nn.models.seed_batch.why_not_seed_batched` (a test holds
     the two equal over lipnorm's GAT settings), read without building a network."""
     if config.recipe != "dgn":
         return f"recipe {config.recipe!r} builds no literature GAT (recipe dgn), the one network batched over seeds"
@@ -26,14 +26,14 @@ def literature_gat_seeds(config) -> str | None:
     return None
 
 
-# The normalisations whose seeds `SeedBatchedGAT` batches (lipnorm.nn.models.seeds).
+# The normalisations whose seeds `SeedBatchedGAT` batches (lipnorm.nn.models.seed_batch).
 _SEED_BATCHED_NORMS = ("none", "pairnorm", "batchnorm", "dgn")
 
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
 register_architecture(
     "gat", label="GAT", colour="#0173b2", lip=True, lip_colour="#de8f05",
     model="lipnorm.nn.models.deep:DeepGAT.from_config", dropout=(0.6, 0.3),
-    seeds_together="lipnorm.nn.models.seeds:SeedBatchedGAT", seeds_together_check=literature_gat_seeds,
+    seed_batch="lipnorm.nn.models.seed_batch:SeedBatchedGAT", seed_batch_check=literature_gat_seed_batch_check,
     checkpointable=True,
 )
 register_architecture(

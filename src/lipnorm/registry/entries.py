@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Union
 
@@ -31,7 +32,7 @@ Factory = Union[Callable[..., Any], str]
 class Architecture:
     """A registered network (see `register_architecture`): its factory, its looks, and
     the capability flags its runs are built, trained and planned by (`lip`, `norms`,
-    `attention`, `projections`, `seeds_together`, `checkpointable`, `full_batch_only`)."""
+    `attention`, `projections`, `seed_batch`, `checkpointable`, `full_batch_only`)."""
 
     name: str
     label: str
@@ -45,14 +46,28 @@ class Architecture:
     dropout: tuple[float, float]
     parameter_groups: Mapping[str, str] = field(default_factory=dict)
     projections: int = 1
-    seeds_together: Factory | None = None
-    seeds_together_check: Factory | None = None
+    seed_batch: Factory | None = None
+    seed_batch_check: Factory | None = None
     checkpointable: bool = False
     full_batch_only: bool = False
 
     @property
     def attention_norms(self) -> tuple[str, ...]:
         return ATTENTION_NORMS if self.lip else (NO_NORM,)
+
+    @property
+    def seeds_together(self) -> Factory | None:
+        """Deprecated: `seed_batch` (warns)."""
+        warnings.warn("Architecture.seeds_together is deprecated: use Architecture.seed_batch", DeprecationWarning,
+                      stacklevel=2)
+        return self.seed_batch
+
+    @property
+    def seeds_together_check(self) -> Factory | None:
+        """Deprecated: `seed_batch_check` (warns)."""
+        warnings.warn("Architecture.seeds_together_check is deprecated: use Architecture.seed_batch_check",
+                      DeprecationWarning, stacklevel=2)
+        return self.seed_batch_check
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ lipnorm's own entries are registered so (`lipnorm.registry.builtin`), and a plug
 
 from __future__ import annotations
 
+import warnings
 from typing import Mapping
 
 from lipnorm.registry import grammar
@@ -40,10 +41,12 @@ def register_architecture(
     dropout: tuple[float, float] = (0.6, 0.3),
     parameter_groups: Mapping[str, str] | None = None,
     projections: int = 1,
-    seeds_together: Factory | None = None,
-    seeds_together_check: Factory | None = None,
+    seed_batch: Factory | None = None,
+    seed_batch_check: Factory | None = None,
     checkpointable: bool | None = None,
     full_batch_only: bool = False,
+    seeds_together: Factory | None = None,
+    seeds_together_check: Factory | None = None,
 ) -> Architecture:
     """Register a network under `name`; returns its entry.
 
@@ -71,20 +74,20 @@ def register_architecture(
     input a layer computes (GAT's one, the graph transformer's query, key, value and skip
     four), which `lipnorm plan` counts in a run's memory.
 
-    `seeds_together` (optional): ``seeds_together(models) -> nn.Module``, the networks of
+    `seed_batch` (optional): ``seed_batch(models) -> nn.Module``, the networks of
     S seeds of one configuration as one network, which `lipnorm train --seeds`
-    (`lipnorm.train.seed_group`) trains in their place; a ValueError saying why, for models it
-    cannot hold. Its contract is `lipnorm.nn.models.seeds.SeedBatchedGAT`'s: ``forward(graph,
+    (`lipnorm.train.seed_batch`) trains in their place; a ValueError saying why, for models it
+    cannot hold. Its contract is `lipnorm.nn.models.seed_batch.SeedBatchedGAT`'s: ``forward(graph,
     feat, kept=None) -> (S, N, C)`` (``kept``: ``(E, S)`` bool, the edges each seed's
     DropEdge kept), ``layers`` (the attention layers, outputs ``(N, S * H, D)``),
     ``generators`` and ``set_generators`` (each seed's dropout stream), ``seed_views``
     and ``seed_state_dict``. Without it (the default), a group's seeds are trained one
-    after another in one process, and their logs say so. `seeds_together_check`
-    (optional, with `seeds_together`): ``check(config: ModelConfig) -> str | None``, why
-    `seeds_together` cannot hold the networks of these (resolved) settings, None where it
+    after another in one process, and their logs say so. `seed_batch_check`
+    (optional, with `seed_batch`): ``check(config: ModelConfig) -> str | None``, why
+    `seed_batch` cannot hold the networks of these (resolved) settings, None where it
     can; it must import no torch, as the workflow groups a run's seeds by it at every
-    Snakemake start without building a network (`lipnorm.train.seed_plan`). Without it,
-    the workflow takes every configuration as one `seeds_together` holds; a job whose
+    Snakemake start without building a network (`lipnorm.train.seed_batch_plan`). Without it,
+    the workflow takes every configuration as one `seed_batch` holds; a job whose
     networks it refuses trains its seeds one after another.
 
     What its runs may take, read by training and by `lipnorm plan` (which offers a job
@@ -101,19 +104,24 @@ def register_architecture(
       train --batching cluster`): the network is trained on the whole graph only (as the
       published two-layer `gat-classic`). Default False: any network's ``forward(graph,
       feat)`` takes a batch's subgraph as it takes the whole graph.
+
+    `seeds_together` and `seeds_together_check`: the deprecated spellings of `seed_batch`
+    and `seed_batch_check` (their names up to lipnorm 0.2.0); either warns (`DeprecationWarning`) naming the new.
     """
     check_new("architecture", name, ARCHITECTURES)
+    seed_batch = _renamed(name, "seeds_together", seeds_together, "seed_batch", seed_batch)
+    seed_batch_check = _renamed(name, "seeds_together_check", seeds_together_check, "seed_batch_check", seed_batch_check)
     if isinstance(projections, bool) or not isinstance(projections, int) or projections < 1:
         raise ValueError(f"architecture {name!r}: projections must be a positive integer, got {projections!r}")
     if (layer is None) == (model is None):
         raise ValueError(f"architecture {name!r}: give exactly one of layer= and model=")
     check_factory("architecture", name, "layer" if layer is not None else "model", layer or model)
-    if seeds_together is not None:
-        check_factory("architecture", name, "seeds_together", seeds_together)
-    if seeds_together_check is not None:
-        if seeds_together is None:
-            raise ValueError(f"architecture {name!r}: seeds_together_check needs seeds_together (the network it checks for)")
-        check_factory("architecture", name, "seeds_together_check", seeds_together_check)
+    if seed_batch is not None:
+        check_factory("architecture", name, "seed_batch", seed_batch)
+    if seed_batch_check is not None:
+        if seed_batch is None:
+            raise ValueError(f"architecture {name!r}: seed_batch_check needs seed_batch (the network it checks for)")
+        check_factory("architecture", name, "seed_batch_check", seed_batch_check)
     if lip and lip_colour is None:
         raise ValueError(f"architecture {name!r}: lip=True needs lip_colour (its LipschitzNorm variant's colour)")
     groups = dict(parameter_groups or {})
@@ -128,12 +136,23 @@ def register_architecture(
             raise ValueError(f"architecture {name!r}: {what} dropout must be in [0, 1), got {value!r}")
     entry = Architecture(
         name, label, colour, lip_colour if lip else None, layer, model, bool(lip), bool(norms),
-        bool(attention), (float(feat_drop), float(attn_drop)), groups, projections, seeds_together,
-        seeds_together_check,
+        bool(attention), (float(feat_drop), float(attn_drop)), groups, projections, seed_batch,
+        seed_batch_check,
         checkpointable=layer is not None if checkpointable is None else bool(checkpointable),
         full_batch_only=bool(full_batch_only),
     )
     return _add(ARCHITECTURES, entry)
+
+
+def _renamed(name: str, old: str, old_value: Factory | None, new: str, new_value: Factory | None) -> Factory | None:
+    """`new_value`, or `old_value` given under `old`, the deprecated spelling of `new`
+    (with a `DeprecationWarning` naming `new`); both given is a ValueError."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ValueError(f"architecture {name!r}: give {new}= alone ({old}= is its deprecated spelling)")
+    warnings.warn(f"register_architecture({old}=...) is deprecated: use {new}=...", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def register_norm(

@@ -8,9 +8,10 @@ The parts live one concern a module of this package: the run and its directory
 (`run_directory`), the epoch loop (`loop`), the model and data made ready and the
 training steps (`trainer`), the logging hooks (`hooks`), the saved training state
 (`run_state`), the process-wide settings (`process`), the device (`device`), the cluster
-batches (`cluster_batches`) and several seeds in one process (`seed_group`, `lipnorm
+batches (`cluster_batches`) and several seeds in one process (`seed_batch`, `lipnorm
 train --seeds`). Torch-free: what a command will write, checked before it trains
-(`targets`), and which runs' seeds train together, from their settings (`seed_plan`).
+(`targets`), and which runs' seeds train as one seed batch, from their settings
+(`seed_batch_plan`).
 
 `run(config, out)` validates the settings, loads the dataset, erases the feature rows of
 the missing-features mask, trains with Adam and evaluates every epoch, and writes the
@@ -58,7 +59,7 @@ __all__ = ["TrainConfig", "run"]
 
 def __getattr__(name: str):
     # `run` on first access: its modules import torch and DGL, which the torch-free
-    # modules of this package (`targets`, `seed_plan`) and their readers (the CLI before
+    # modules of this package (`targets`, `seed_batch_plan`) and their readers (the CLI before
     # it trains, the workflow's parsing) do without.
     if name == "run":
         from lipnorm.train.run_directory import run

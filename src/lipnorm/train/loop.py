@@ -3,7 +3,7 @@
 the training state every `save_every` epochs, stop after a divergence, an early stop or
 a stop signal, and measure the last epoch's layer statistics.
 
-`lipnorm.train.run_directory` runs it for one run; `lipnorm.train.seed_group` calls its
+`lipnorm.train.run_directory` runs it for one run; `lipnorm.train.seed_batch` calls its
 parts (`progress_bar`, `logged_epoch`, `record_epoch`, `end_training`) for several seeds
 trained as one network.
 """

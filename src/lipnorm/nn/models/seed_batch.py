@@ -1,4 +1,5 @@
-"""S seeds of one literature GAT trained as one network (issue: grids of small runs).
+"""S seeds of one literature GAT trained as one network, a seed batch (issue: grids of
+small runs).
 
 A grid of small runs repeats one configuration over seeds; each run of a 1 x 16 GAT on
 Cora does almost no arithmetic, and its cost is per-call overhead. `SeedBatchedGAT` holds
@@ -45,7 +46,7 @@ from lipnorm.nn.norm.pairnorm import PairNorm, pairnorm_pn
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
-__all__ = ["SeedBatchedGAT", "seed_dropout", "batchable"]
+__all__ = ["SeedBatchedGAT", "seed_dropout", "why_not_seed_batched"]
 
 # Where a seed's part of a batched tensor lies: `tensor[index]`.
 Index = int | slice | tuple
@@ -289,7 +290,7 @@ class _SeedDiffGroupNorm(nn.Module):
 _BATCHED_NORMS = {BatchNorm: _SeedBatchNorm, PairNorm: _SeedPairNorm, DiffGroupNorm: _SeedDiffGroupNorm}
 
 
-def batchable(model: nn.Module) -> str | None:
+def why_not_seed_batched(model: nn.Module) -> str | None:
     """None if `SeedBatchedGAT` can hold seeds of `model`; else why not (a sentence)."""
     if not isinstance(model, LiteratureGAT):
         return f"{type(model).__name__} is not the literature GAT (recipe dgn), the one network batched over seeds"
@@ -318,7 +319,7 @@ class SeedBatchedGAT(nn.Module):
         if not models:
             raise ValueError("SeedBatchedGAT needs at least one model, got none")
         for model in models:
-            reason = batchable(model)
+            reason = why_not_seed_batched(model)
             if reason is not None:
                 raise ValueError(f"cannot batch these seeds: {reason}")
         shapes = {tuple((name, tuple(p.shape)) for name, p in model.state_dict().items()) for model in models}

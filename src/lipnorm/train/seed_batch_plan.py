@@ -1,11 +1,12 @@
-"""Which runs' seeds train together, decided from their settings alone: why a run's
-seeds cannot be one network (`why_not_together`), and which run groups of a workflow
-config the workflow trains one job per seed list (`workflow_seed_groups`).
+"""Which runs' seeds train as one network (a seed batch), decided from their settings
+alone: why a run's seeds cannot be one network (`why_not_seed_batched`), and which run
+groups of a workflow config the workflow trains one job per seed list
+(`workflow_seed_groups`).
 
 Torch-free: the workflow decides at every Snakemake start, from the settings and the
-registry's capability flags (an architecture's `seeds_together` and its torch-free
-`seeds_together_check`), without building a network. `lipnorm train --seeds`
-(`lipnorm.train.seed_group`) decides again on the networks it built, so a job whose
+registry's capability flags (an architecture's `seed_batch` and its torch-free
+`seed_batch_check`), without building a network. `lipnorm train --seeds`
+(`lipnorm.train.seed_batch`) decides again on the networks it built, so a job whose
 networks cannot be one after all trains its seeds one after another, and says so.
 """
 
@@ -16,7 +17,7 @@ from typing import Any, Mapping
 from lipnorm import grid, registry
 from lipnorm.settings.train_config import TrainConfig
 
-__all__ = ["SEED_GROUPINGS", "settings_reason", "why_not_together", "workflow_seed_groups"]
+__all__ = ["SEED_GROUPINGS", "settings_reason", "why_not_seed_batched", "workflow_seed_groups"]
 
 # What the workflow gives one job (config `seed_groups`): the seeds of a run that trains
 # them as one network ("together", the default), the seeds of every run ("all": one
@@ -26,7 +27,7 @@ SEED_GROUPINGS = ("together", "all", "none")
 
 def settings_reason(config: TrainConfig) -> str | None:
     """Why the seeds of `config` (resolved) cannot be one network whatever its layers (a
-    setting that differs per seed, or an architecture without `seeds_together`), a
+    setting that differs per seed, or an architecture without `seed_batch`), a
     sentence; else None."""
     reasons = [
         (config.batching != "full", f"batching {config.batching!r}: its batches differ per seed"),
@@ -39,20 +40,20 @@ def settings_reason(config: TrainConfig) -> str | None:
         if applies:
             return reason
     architecture = registry.architecture(config.architecture)
-    if architecture.seeds_together is None:
-        return f"architecture {architecture.name!r} registers no seeds_together network (lipnorm.registry)"
+    if architecture.seed_batch is None:
+        return f"architecture {architecture.name!r} registers no seed_batch network (lipnorm.registry)"
     return None
 
 
-def why_not_together(config: TrainConfig) -> str | None:
+def why_not_seed_batched(config: TrainConfig) -> str | None:
     """None if the seeds of `config` (resolved) can be trained as one network, as far as
-    its settings tell (`settings_reason`, then the architecture's `seeds_together_check`
+    its settings tell (`settings_reason`, then the architecture's `seed_batch_check`
     of its model settings; an architecture without that check holds every one); else
     why not, a sentence."""
     reason = settings_reason(config)
     if reason is not None:
         return reason
-    check = registry.architecture(config.architecture).seeds_together_check
+    check = registry.architecture(config.architecture).seed_batch_check
     return None if check is None else registry.resolve(check)(config.model_config(4, 2).resolved())
 
 
@@ -64,7 +65,7 @@ def workflow_seed_groups(config: Mapping[str, Any]) -> tuple[tuple[int, ...], li
 
     Grouped are the run groups with the seed list most of them have (two seeds or more;
     one list, so that one rule, `train_seeds`, serves them all), and, for "together",
-    every one of whose models trains its seeds as one network (`why_not_together` of its
+    every one of whose models trains its seeds as one network (`why_not_seed_batched` of its
     settings at the grid's first depth; a job that cannot after all, e.g. one the plan
     gives checkpointing or cluster batches, trains its seeds one after another, and says
     so). `((), [])` where none is grouped.
@@ -85,7 +86,7 @@ def workflow_seed_groups(config: Mapping[str, Any]) -> tuple[tuple[int, ...], li
                 TrainConfig.from_mapping({**settings, "dataset": dataset, "model": model, "depth": depth})
                 for dataset in spec["grid"]["datasets"] for model in grid.grid_models(spec["grid"])
             ]
-            if any(why_not_together(config_.resolved()) for config_ in configs):
+            if any(why_not_seed_batched(config_.resolved()) for config_ in configs):
                 continue
         candidates[name] = seeds
     if not candidates:

@@ -1,4 +1,5 @@
-"""Runs that differ only by their seed, trained in one process (`lipnorm train --seeds`).
+"""Runs that differ only by their seed, trained in one process (`lipnorm train --seeds`),
+as one network where they can: a seed batch (`SeedBatch`).
 
 A grid repeats each configuration over seeds, and on small graphs a run's cost is its
 process start-up and per-call overhead, not arithmetic (issue: grids of small runs).
@@ -6,11 +7,11 @@ process start-up and per-call overhead, not arithmetic (issue: grids of small ru
 directories that S separate `lipnorm train --seed s` runs write (`out` and the mask path
 name each seed's with ``{seed}``):
 
-- where the architecture registers a network of several seeds (`seeds_together`,
-  `lipnorm.registry`; GAT's is `lipnorm.nn.models.seeds.SeedBatchedGAT`, which holds the
+- where the architecture registers a network of several seeds (`seed_batch`,
+  `lipnorm.registry`; GAT's is `lipnorm.nn.models.seed_batch.SeedBatchedGAT`, which holds the
   literature GAT of ``--recipe dgn``) that takes these models, and nothing else in the
   run differs per seed, the S seeds are that one network trained by one Adam
-  (`SeedGroup`): each seed keeps its parameters, initialisation, dropout stream,
+  (`SeedBatch`): each seed keeps its parameters, initialisation, dropout stream,
   optimiser state, BatchNorm statistics, DropEdge stream (its edges a mask over the one
   graph), best-validation epoch, gradient and output norms and layer statistics, equal
   to its separate run's to float rounding;
@@ -19,7 +20,7 @@ name each seed's with ``{seed}``):
   another in this process, and each run's train.log says why.
 
 Which runs' seeds the workflow groups is decided from their settings alone
-(`lipnorm.train.seed_plan`); here it is decided again on the networks built.
+(`lipnorm.train.seed_batch_plan`); here it is decided again on the networks built.
 
 Each seed's run is its own `RunDirectory`: its own train.log, training state (saved
 every `save_every` epochs and on SIGTERM, resumed by the same command) and directory,
@@ -42,21 +43,21 @@ from lipnorm.settings.train_config import TrainConfig
 from lipnorm.train import run_state
 from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_epoch
 from lipnorm.train.run_directory import RunDirectory, train_run
-from lipnorm.train.seed_plan import settings_reason
+from lipnorm.train.seed_batch_plan import settings_reason
 from lipnorm.train.targets import seed_configs
 from lipnorm.train.trainer import Epoch, StepResult, compute_metric, gather
 
-__all__ = ["run_seeds", "SeedGroup"]
+__all__ = ["run_seeds", "SeedBatch"]
 
 
-def _why_not_one_network(config: TrainConfig, models: Sequence[torch.nn.Module]) -> str | None:
+def _why_not_seed_batched(config: TrainConfig, models: Sequence[torch.nn.Module]) -> str | None:
     """None if the seeds of `config` (resolved), whose networks are `models`, can be
-    trained as one network (the architecture's `seeds_together` of them); else why not."""
+    trained as one network (the architecture's `seed_batch` of them); else why not."""
     reason = settings_reason(config)
     if reason is not None:
         return reason
     try:
-        registry.resolve(registry.architecture(config.architecture).seeds_together)(list(models))
+        registry.resolve(registry.architecture(config.architecture).seed_batch)(list(models))
     except ValueError as err:
         return str(err)
     return None
@@ -79,7 +80,7 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
                             dataset=first.setup.dataset if index else None)  # loaded once
 
     first = job(0)
-    reason = _why_not_one_network(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None
+    reason = _why_not_seed_batched(first.config, [first.setup.model] * 2) if len(seeds) > 1 else None
     jobs = [first]
     if reason is None:
         jobs += [job(index) for index in range(1, len(seeds))]
@@ -95,22 +96,22 @@ def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[
             current.started = time.perf_counter()
             summaries.append(train_run(current, note if len(seeds) > 1 else None))
         return summaries
-    together = registry.resolve(registry.architecture(first.config.architecture).seeds_together)
-    return SeedGroup(jobs, together).train()
+    batched = registry.resolve(registry.architecture(first.config.architecture).seed_batch)
+    return SeedBatch(jobs, batched).train()
 
 
-class SeedGroup:
+class SeedBatch:
     """S runs of one configuration trained as one network (their architecture's
-    `seeds_together`, e.g. `lipnorm.nn.models.seeds.SeedBatchedGAT`).
+    `seed_batch`, e.g. `lipnorm.nn.models.seed_batch.SeedBatchedGAT`).
 
     Each run's own `Trainer` (`RunDirectory.trainer`, its separate model and optimizer)
     holds its state where the run starts, saves and ends: the batched network and
     optimizer are made from them (`_from_runs`) and written back to them (`_to_runs`).
     """
 
-    def __init__(self, jobs: Sequence[RunDirectory], together: Callable[[list[torch.nn.Module]], torch.nn.Module]):
-        """`together(models)`: the architecture's `seeds_together` network of the runs' models."""
-        self.jobs, self.together = list(jobs), together
+    def __init__(self, jobs: Sequence[RunDirectory], batched: Callable[[list[torch.nn.Module]], torch.nn.Module]):
+        """`batched(models)`: the architecture's `seed_batch` network of the runs' models."""
+        self.jobs, self.batched = list(jobs), batched
         first = self.jobs[0]
         self.config = first.config
         setup = first.setup
@@ -137,7 +138,7 @@ class SeedGroup:
     def _from_runs(self) -> None:
         """The batched network, optimizer and random streams from the runs' trainers."""
         trainers = [job.trainer for job in self.jobs]
-        self.model = self.together([trainer.model for trainer in trainers])
+        self.model = self.batched([trainer.model for trainer in trainers])
         self.model.set_generators([job.torch_state for job in self.jobs])
         optimizer = trainers[0].optimizer
         self.optimizer = torch.optim.Adam(self.model.parameters(), **{
@@ -343,7 +344,7 @@ class SeedGroup:
                 job.time_share = 1 / len(self.jobs)
                 job.open(stack)  # resumes its saved state, if any, into its trainer
                 job.logger.info(
-                    "trained together with seeds %s as one network (lipnorm.train.seed_group)",
+                    "trained together with seeds %s as one network (lipnorm.train.seed_batch)",
                     [other.config.seed for other in self.jobs],
                 )
                 if job.history.finished:

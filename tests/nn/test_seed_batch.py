@@ -1,4 +1,4 @@
-"""Seeds trained together (`lipnorm.nn.models.seeds.SeedBatchedGAT`): S literature GATs of one
+"""Seeds trained together (`lipnorm.nn.models.seed_batch.SeedBatchedGAT`): S literature GATs of one
 configuration as one network give each seed's separate forward, loss gradient and Adam
 step, with each seed's dropout drawn from its own stream as a separate run draws it."""
 
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from lipnorm.nn.models.build import build_model
-from lipnorm.nn.models.seeds import SeedBatchedGAT, batchable, seed_dropout
+from lipnorm.nn.models.seed_batch import SeedBatchedGAT, why_not_seed_batched, seed_dropout
 from lipnorm.settings.model_config import ModelConfig
 from tests.nn.test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
 from tests.tolerance import assert_within
@@ -84,7 +84,7 @@ DGN_CONDITION = {"logits": 128, "gradients": 1024, "running": 256}
 @pytest.mark.parametrize(
     "case, inputs", [(case, "dense") for case in CASES] + [("lip-pairnorm", "erased-rows"), ("dgn", "all-zero")]
 )
-def test_seeds_together_give_each_separate_forward_gradient_and_adam_step(case, inputs):
+def test_seed_batch_give_each_separate_forward_gradient_and_adam_step(case, inputs):
     condition = DGN_CONDITION if case == "dgn" else CONDITION
     cfg = dgn_config(**CASES[case])
     models = separate_models(cfg)
@@ -150,7 +150,7 @@ def test_seeds_together_give_each_separate_forward_gradient_and_adam_step(case, 
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_seeds_together_equal_the_separate_networks_in_float64(case):
+def test_seed_batch_equal_the_separate_networks_in_float64(case):
     """Without float32's rounding, what the tolerances above allow for is gone: in float64
     each seed's logits and gradients equal its separate network's to their rounding, the
     same k at u = 2^-53 (measured: logits 12, gradients 80 ("dgn"; 19 the others))."""
@@ -216,14 +216,14 @@ def test_building_the_batched_network_leaves_the_global_stream_alone():
         (dgn_config(norm="pairnorm", model="gat"), None),
     ],
 )
-def test_batchable_says_why_not(cfg, message):
+def test_why_not_seed_batched_says_why(cfg, message):
     torch.manual_seed(0)
     model = build_model(cfg)
     if message is None:
-        assert batchable(model) is None
+        assert why_not_seed_batched(model) is None
         model.pairnorms[0].mode = "PN-SI"
         message = "PairNorm mode 'PN-SI' \\(per_graph=False\\) has no seed-batched form; PN has"
-    assert batchable(model) is not None
+    assert why_not_seed_batched(model) is not None
     with pytest.raises(ValueError, match=f"cannot batch these seeds: {message}"):
         SeedBatchedGAT([model])
 
@@ -257,7 +257,7 @@ def test_per_seed_features_are_taken_as_the_shared_ones():
 
 @pytest.mark.parametrize("dropedge", [False, True], ids=["all-edges", "dropedge"])
 @pytest.mark.parametrize("case", ["plain", "lip", "two-heads"])
-def test_seeds_together_by_dgls_calls_equal_the_kernels(case, dropedge):
+def test_seed_batch_by_dgls_calls_equal_the_kernels(case, dropedge):
     """Where the kernel cannot be built the seed-batched layers take DGL's calls, with the
     same dropout masks (per seed, over its kept edges): the same logits and gradients."""
     graph, x = small_graph(), features()

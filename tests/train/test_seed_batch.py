@@ -1,6 +1,6 @@
 """`lipnorm train --seeds`: S seeds in one process write the S run directories that S
-separate runs write (`lipnorm.train.seed_group`), trained as one network where the
-architecture has one (`seeds_together`), else one after another, saying why; a group
+separate runs write (`lipnorm.train.seed_batch`), trained as one network where the
+architecture has one (`seed_batch`), else one after another, saying why; a group
 stopped by a signal resumes each of its runs."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from lipnorm import cli, registry, train
-from lipnorm.train import TrainConfig, run_state, seed_group
+from lipnorm.train import TrainConfig, run_state, seed_batch
 from lipnorm.train.trainer import Trainer
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
@@ -104,14 +104,14 @@ def assert_same_run(together: Path, alone: Path) -> None:
     ],
     ids=lambda settings: "-".join(f"{value}" for value in settings.values()),
 )
-def test_seeds_together_write_the_separate_runs(tmp_path, settings):
+def test_seed_batch_write_the_separate_runs(tmp_path, settings):
     """Every remedy the batched network holds (DropEdge: each seed's edges a mask over
     the one graph), LipschitzNorm on and off, per-seed masks (missing rate 50) and one
     shared input (100): the same selected epoch, metrics,
     gradient and output norms and layer statistics as the separate runs."""
     config = literature(tmp_path, **settings)
     seeds = [3, 0, 7]
-    summaries = seed_group.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
+    summaries = seed_batch.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
     assert [summary["config"]["seed"] for summary in summaries] == seeds
     for seed, alone in zip(seeds, separate_runs(config, seeds, tmp_path)):
         together = tmp_path / "together" / f"s{seed}"
@@ -133,12 +133,12 @@ def test_the_seeds_load_their_dataset_once(tmp_path, monkeypatch, recipe):
     monkeypatch.setattr(data, "load_dataset", lambda *args, **kwargs: loads.append(args) or load(*args, **kwargs))
     settings = {} if recipe == "dgn" else {"heads": 2, "hidden": 4}
     config = literature(tmp_path, recipe=recipe, model="gat", epochs=2, **settings)
-    summaries = seed_group.run_seeds(config, [0, 1, 2], str(tmp_path / "together" / "s{seed}"))
+    summaries = seed_batch.run_seeds(config, [0, 1, 2], str(tmp_path / "together" / "s{seed}"))
     assert len(loads) == 1 and [summary["status"] for summary in summaries] == ["ok"] * 3
 
 
 @pytest.mark.parametrize("seed_major", [True, False], ids=["one-norm-per-parameter", "gathered-per-seed"])
-def test_the_gradient_norms_of_seeds_together(tmp_path, monkeypatch, seed_major):
+def test_the_gradient_norms_of_a_seed_batch(tmp_path, monkeypatch, seed_major):
     """The batched GAT's parameters hold seed s's part as row s: one norm per parameter
     serves every seed (no per-seed gathers). A network whose parts lie otherwise (here
     made to look so) gets each seed's parts gathered: the same numbers either way."""
@@ -148,31 +148,31 @@ def test_the_gradient_norms_of_seeds_together(tmp_path, monkeypatch, seed_major)
     of = GradientNorms.of
     monkeypatch.setattr(GradientNorms, "of", lambda self, grads: gathered.append(1) or of(self, grads))
     if not seed_major:
-        monkeypatch.setattr(seed_group.SeedGroup, "_seed_major_gradients", lambda self: None)
+        monkeypatch.setattr(seed_batch.SeedBatch, "_seed_major_gradients", lambda self: None)
     config = literature(tmp_path, model="gat-lip-batchnorm", epochs=3)
-    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert bool(gathered) is not seed_major
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         assert_same_run(tmp_path / "together" / f"s{seed}", alone)
 
 
-def test_an_architecture_without_seeds_together_falls_back(tmp_path, monkeypatch):
-    """A plugin's architecture that registers no `seeds_together` (here: GAT's entry
+def test_an_architecture_without_a_seed_batch_falls_back(tmp_path, monkeypatch):
+    """A plugin's architecture that registers no `seed_batch` (here: GAT's entry
     without it) gets its seeds trained one after another, with its reason logged."""
     entry = registry.architecture("gat")
-    monkeypatch.setitem(registry.ARCHITECTURES, "gat", dataclasses.replace(entry, seeds_together=None))
+    monkeypatch.setitem(registry.ARCHITECTURES, "gat", dataclasses.replace(entry, seed_batch=None))
     config = literature(tmp_path, model="gat-lip", epochs=3)
-    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         together = tmp_path / "together" / f"s{seed}"
         assert_same_run(together, alone)
-        assert "architecture 'gat' registers no seeds_together network" in (together / "train.log").read_text()
+        assert "architecture 'gat' registers no seed_batch network" in (together / "train.log").read_text()
 
 
 def test_a_network_the_factory_refuses_falls_back_with_its_reason(tmp_path):
     """The lipnorm recipe's DeepGAT has no seed-batched form: one after another."""
     config = literature(tmp_path, recipe="lipnorm", model="gat", heads=2, hidden=4, epochs=2)
-    seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     log = (tmp_path / "together" / "s1" / "train.log").read_text()
     assert "cannot batch these seeds: DeepGAT is not the literature GAT (recipe dgn)" in log
 
@@ -180,7 +180,7 @@ def test_a_network_the_factory_refuses_falls_back_with_its_reason(tmp_path):
 def poison_seed_before_step(monkeypatch, seed: int, step: int) -> None:
     """The group's training step number `step` first makes seed `seed`'s second layer's
     weights NaN (a diverging seed), the other seeds' left as they are."""
-    real_step = seed_group.SeedGroup._train_step
+    real_step = seed_batch.SeedBatch._train_step
     calls = {"n": 0}
 
     def poison_then_step(self):
@@ -191,7 +191,7 @@ def poison_seed_before_step(monkeypatch, seed: int, step: int) -> None:
                 tensor[index] = float("nan")
         return real_step(self)
 
-    monkeypatch.setattr(seed_group.SeedGroup, "_train_step", poison_then_step)
+    monkeypatch.setattr(seed_batch.SeedBatch, "_train_step", poison_then_step)
 
 
 def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypatch):
@@ -200,7 +200,7 @@ def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypat
     untouched by the other's NaN (no operation mixes the seeds)."""
     config = literature(tmp_path, model="gat-lip-dgn", epochs=5)
     poison_seed_before_step(monkeypatch, seed=1, step=3)
-    summaries = seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    summaries = seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
     assert summaries[1]["diverged_epoch"] == 3 and summaries[1]["epochs_run"] == 2
     alone = separate_runs(config, [0, 1], tmp_path)
@@ -227,7 +227,7 @@ def test_a_seed_diverging_between_logged_epochs_keeps_that_epochs_norms(tmp_path
         return real_step(self, *args, **kwargs)
 
     poison_seed_before_step(monkeypatch, seed=1, step=2)
-    summaries = seed_group.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    summaries = seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
     monkeypatch.setattr(Trainer, "train_step", poisoned_step)
     (alone,) = separate_runs(config, [1], tmp_path)
@@ -242,7 +242,7 @@ def test_a_seed_diverging_between_logged_epochs_keeps_that_epochs_norms(tmp_path
 def sigterm_at_step(monkeypatch, step: int):
     """Meanwhile the group's training step number `step` sends this process SIGTERM
     first (as SLURM at a time limit): the group stops after that epoch."""
-    real_step = seed_group.SeedGroup._train_step
+    real_step = seed_batch.SeedBatch._train_step
     calls = {"n": 0}
 
     def step_then_signal(self):
@@ -252,7 +252,7 @@ def sigterm_at_step(monkeypatch, step: int):
         return real_step(self)
 
     with monkeypatch.context() as patched:
-        patched.setattr(seed_group.SeedGroup, "_train_step", step_then_signal)
+        patched.setattr(seed_batch.SeedBatch, "_train_step", step_then_signal)
         yield
 
 
@@ -263,12 +263,12 @@ def test_a_stopped_group_resumes_each_run(tmp_path, monkeypatch):
     pattern = str(tmp_path / "together" / "s{seed}")
     with pytest.raises(run_state.RunInterrupted) as stopped:
         with sigterm_at_step(monkeypatch, 3):
-            seed_group.run_seeds(config, [0, 1], pattern)
+            seed_batch.run_seeds(config, [0, 1], pattern)
     assert stopped.value.epoch == 3
     for seed in (0, 1):
         assert run_state.state_path(pattern.replace("{seed}", str(seed))).exists()
         assert not Path(pattern.replace("{seed}", str(seed))).exists()
-    summaries = seed_group.run_seeds(config, [0, 1], pattern)
+    summaries = seed_batch.run_seeds(config, [0, 1], pattern)
     assert [summary["resumed_from_epochs"] for summary in summaries] == [[3], [3]]
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         together = Path(pattern.replace("{seed}", str(seed)))
@@ -283,7 +283,7 @@ def test_a_separate_run_resumes_a_state_its_group_saved(tmp_path, monkeypatch):
     pattern = str(tmp_path / "together" / "s{seed}")
     with pytest.raises(run_state.RunInterrupted):
         with sigterm_at_step(monkeypatch, 2):
-            seed_group.run_seeds(config, [0, 1], pattern)
+            seed_batch.run_seeds(config, [0, 1], pattern)
     resumed = train.run(dataclasses.replace(config, seed=1), pattern.replace("{seed}", "1"))
     assert resumed["resumed_from_epochs"] == [2]
     (alone,) = separate_runs(config, [1], tmp_path)
@@ -309,7 +309,7 @@ def test_seeds_resumed_from_different_epochs_train_one_after_another_each_from_i
 
             patched.setattr(Trainer, "train_step", step_then_signal)
             train.run(dataclasses.replace(config, seed=0), pattern.replace("{seed}", "0"))
-    summaries = seed_group.run_seeds(config, [0, 1], pattern)
+    summaries = seed_batch.run_seeds(config, [0, 1], pattern)
     assert [summary["resumed_from_epochs"] for summary in summaries] == [[2], []]
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         together = Path(pattern.replace("{seed}", str(seed)))
@@ -335,7 +335,7 @@ def test_bad_seed_settings_are_refused_before_anything_runs(tmp_path, capsys, ar
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_cli_trains_seeds_together(tmp_path):
+def test_the_cli_trains_a_seed_batch(tmp_path):
     out = tmp_path / "runs" / "s{seed}"
     assert cli.main([
         "train", "--dataset", "csbm", "--csbm", TINY_CSBM, "--recipe", "dgn", "--model", "gat-lip",
