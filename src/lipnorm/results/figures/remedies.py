@@ -215,15 +215,10 @@ def remedies_accuracy(runs: pd.DataFrame) -> Figure:
     runs = remedies.with_remedies(runs)
     if runs["depth"].nunique() == 1:
         return _single_depth(runs)
-    by = ["dataset", "remedy", "attention_norm", "depth"]
-    kept, diverged = runs_of_valid_cells(runs, by)
-    cells = interval_cells(kept, by)
-    paired = _paired_by_cell(runs)
-    names = remedies.remedy_order(runs["remedy"])
-    datasets = ordered("dataset", runs["dataset"])
-    colours = _model_colours(runs)
+    kept, diverged, cells, paired, names, datasets, colours, offsets = _panel_data(
+        runs, ["dataset", "remedy", "attention_norm", "depth"], MODEL_OFFSET
+    )
     positions = depth_positions(runs["depth"])
-    offsets = {"none": -MODEL_OFFSET, "lip": MODEL_OFFSET} if len(colours) > 1 else {n: 0.0 for n in colours}
     nrows, ncols = facet_grid(len(names))
     block_height = (PANEL_HEIGHT + DIFFERENCE_HEIGHT) * nrows + BLOCK_TITLE_HEIGHT
     fig = plt.figure(figsize=(COLUMN_WIDTH if ncols <= 2 else TEXT_WIDTH, block_height * len(datasets) + 0.6),
@@ -301,18 +296,25 @@ def _difference_marks(ax, xs, differences: pd.DataFrame) -> None:
     _mark_diverged(ax, xs[~ok], DIFFERENCE_COLOUR)
 
 
+def _panel_data(runs: pd.DataFrame, by: list[str], offset: float):
+    """What both layouts of `remedies_accuracy` draw from: the runs of cells without a
+    diverged seed and those with one, the cells' intervals over `by`, the paired
+    differences, the remedies and datasets in order, the model colours, and each model's
+    x offset (GAT-Lip `offset` to the right of GAT; none with one model)."""
+    kept, diverged = runs_of_valid_cells(runs, by)
+    colours = _model_colours(runs)
+    offsets = {"none": -offset, "lip": offset} if len(colours) > 1 else {n: 0.0 for n in colours}
+    return (kept, diverged, interval_cells(kept, by), _paired_by_cell(runs), remedies.remedy_order(runs["remedy"]),
+            ordered("dataset", runs["dataset"]), colours, offsets)
+
+
 def _single_depth(runs: pd.DataFrame) -> Figure:
     """`remedies_accuracy` of runs of one depth: per dataset, the remedies along x, GAT and
     GAT-Lip as dot-and-interval marks either side of each, and the paired difference."""
     depth = int(runs["depth"].iloc[0])
-    by = ["dataset", "remedy", "attention_norm"]
-    kept, diverged = runs_of_valid_cells(runs, by)
-    cells = interval_cells(kept, by)
-    paired = _paired_by_cell(runs)
-    names = remedies.remedy_order(runs["remedy"])
-    datasets = ordered("dataset", runs["dataset"])
-    colours = _model_colours(runs)
-    offsets = {"none": -SINGLE_OFFSET, "lip": SINGLE_OFFSET} if len(colours) > 1 else {n: 0.0 for n in colours}
+    kept, diverged, cells, paired, names, datasets, colours, offsets = _panel_data(
+        runs, ["dataset", "remedy", "attention_norm"], SINGLE_OFFSET
+    )
     index = {name: i for i, name in enumerate(names)}
     width = COLUMN_WIDTH if len(names) <= 3 else TEXT_WIDTH
     fig, axes = plt.subplots(len(datasets), 2, figsize=(width, (PANEL_HEIGHT + 0.5) * len(datasets) + 0.6),
