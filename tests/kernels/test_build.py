@@ -246,6 +246,17 @@ def test_the_target_is_what_the_compiler_resolves_native_to():
     assert build._target(build._compiler(), "-march=x86-64" if os.uname().machine == "x86_64" else "-march=armv8-a") != target
 
 
+def test_the_target_ignores_temporary_file_names_that_contain_cc1(tmp_path, monkeypatch):
+    """gcc names its temporary files /tmp/ccXXXXXX.s, so about one call in 60 has a name
+    starting "cc1", on the assembler's line; the target (and the library's name) must
+    still come from the compiler proper's line. A TMPDIR named cc1 puts "cc1" in every
+    such name."""
+    target = build._target(build._compiler(), build.NATIVE)
+    (tmp_path / "cc1").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "cc1"))
+    assert build._target(build._compiler(), build.NATIVE) == target
+
+
 def test_two_processes_on_an_empty_cache_build_once(tmp_path):
     """Two jobs started together on an empty cache: the lock lets one build while the
     other waits, then loads the same library."""

@@ -126,9 +126,12 @@ def _target(compiler: str, march: str) -> str:
     ``-march=znver3 -mavx2 ...``, clang's ``-target-cpu ... -target-feature ...``), else
     the CPU's description."""
     done = _run([compiler, march, "-###", "-x", "c", "-c", os.devnull, "-o", os.devnull], timeout=60)
-    lines = [line for line in done.stderr.splitlines() if "cc1" in line or "-target-cpu" in line]
-    if done.returncode == 0 and lines:
-        tokens = shlex.split(lines[-1])
+    commands = [_words(line) for line in done.stderr.splitlines()]
+    # the compiler proper's command, named by its program (gcc's cc1, clang's -cc1), not
+    # by a substring: the assembler's line names a temporary file such as /tmp/cc1XyZab.s
+    proper = [tokens for tokens in commands if tokens and (Path(tokens[0]).name == "cc1" or "-cc1" in tokens)]
+    if done.returncode == 0 and proper:
+        tokens = proper[-1]
         # the instruction set and tuning; not gcc's --param cache sizes, which a VM may
         # report differently from one call to the next
         with_value = ("-target-cpu", "-target-feature", "-target-abi", "-tune-cpu")
@@ -139,6 +142,14 @@ def _target(compiler: str, march: str) -> str:
         if kept:
             return " ".join(kept)
     return f"{march} on {cpu_description()}"
+
+
+def _words(line: str) -> list[str]:
+    """A line of ``-###`` output as the shell would split it; [] if it is not one."""
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return []
 
 
 def cpu_description() -> str:
