@@ -44,22 +44,16 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _registered_load(name: str):
-    """The `load` function of a dataset a plugin registered; None for lipnorm's own."""
-    load = registry.dataset(_check_name(name)).load
-    return None if load is None else registry.resolve(load)
-
-
 def fetch_dataset(
     name: str, root: str | os.PathLike = DEFAULT_DATA_ROOT, mirror=None, verify: bool = True
 ) -> Path | None:
     """Make sure the verified raw files of `name` are under `root`; return their folder.
 
     `mirror` (else $LIPNORM_DATA_MIRROR) is a local copy of the data servers; without
-    one, DGL's / OGB's download code fetches the archive. csbm and the datasets a
-    plugin registers need nothing: None.
+    one, DGL's / OGB's download code fetches the archive. A dataset without raw files
+    (csbm, generated; a plugin's, loaded by its `load`) needs nothing: None.
     """
-    if _check_name(name) == "csbm" or _registered_load(name) is not None:
+    if registry.dataset(_check_name(name)).raw is None:
         return None
     with prepared(SOURCES[name], root, mirror, verify) as folder:
         return folder
@@ -75,41 +69,42 @@ def load_dataset(
 ) -> NodeDataset:
     """Fetch `name` if needed, verify its raw files, and load it as a NodeDataset.
 
+    What `name` is comes from the registry: lipnorm's own datasets are defined each in its
+    module of `lipnorm.datasets` (its raw files, pinned sums and `read`); this fetches
+    and verifies the raw files (`lipnorm.data.sources.prepared`) and calls `read` on
+    the folder, holding its lock.
+
     `csbm` (a CSBMParams, a dict or a `key=value,...` spec) parametrises "csbm" only.
 
     `raw_features` applies to the planetoid datasets (`PLANETOID`) only: DGL's loader
     row-normalises their features, and True returns the rows as stored in the files
     (Cora, CiteSeer: binary bag-of-words; PubMed: TF-IDF), as PyG's `Planetoid` without
     transforms gives them. The other datasets' loaders return their features as stored,
-    so there is nothing to undo and True is an error.
+    so there is nothing to undo and True is an error. (Each takes the options its
+    registration names: `lipnorm.registry.register_dataset(options=...)`.)
 
     A dataset a plugin registered (`lipnorm.registry.register_dataset(load=...)`) is
     built from what its `load()` returns (`dataset_from_parts`).
     """
-    if raw_features and _check_name(name) not in PLANETOID:
+    entry = registry.dataset(_check_name(name))
+    if raw_features and "raw_features" not in entry.options:
+        takes = [other for other, each in registry.DATASETS.items() if "raw_features" in each.options]
         raise ValueError(
-            f"raw_features=True applies to the planetoid datasets ({', '.join(PLANETOID)}), "
+            f"raw_features=True applies to the planetoid datasets ({', '.join(takes)}), "
             f"whose DGL loader row-normalises the features; {name!r} is loaded with its "
             "features as stored already"
         )
-    if _check_name(name) == "csbm":
-        return generate_csbm(csbm_params(csbm))
-    if csbm is not None:
+    if csbm is not None and "csbm" not in entry.options:
         raise ValueError(f"csbm parameters were given for dataset {name!r}; they apply only to csbm")
-    load = _registered_load(name)
-    if load is not None:
-        return dataset_from_parts(name, load())
-    from lipnorm.data import loaders
-
-    source = SOURCES[name]
-    with prepared(source, root, mirror, verify) as folder:
-        if name in PLANETOID:
-            return loaders.load_planetoid(name, folder.parent, raw_features=raw_features)
-        if name == "coauthor-cs":
-            return loaders.load_coauthor_cs(folder.parent)
-        if name == "ppi":
-            return loaders.load_ppi(folder.parent)
-        return loaders.load_ogbn_arxiv(folder.parent)
+    if entry.load is not None:
+        return dataset_from_parts(name, registry.resolve(entry.load)())
+    given = {"raw_features": raw_features, "csbm": csbm}
+    options = {option: given[option] for option in entry.options}
+    read = registry.resolve(entry.read)
+    if entry.raw is None:
+        return read(**options)
+    with prepared(SOURCES[name], root, mirror, verify) as folder:
+        return read(folder, **options)
 
 
 def describe_dataset(name: str, root=DEFAULT_DATA_ROOT, mirror=None, csbm=None) -> dict[str, Any]:

@@ -15,6 +15,9 @@ a temporary folder (members escaping it are refused), its raw files are checked,
 and only then is the folder renamed into place: a failed or interrupted fetch never
 leaves a dataset folder behind.
 
+What each dataset's raw files are (`lipnorm.registry.RawFiles`: archive, files, pinned
+sums) is registered in its module of `lipnorm.datasets`; `SOURCES` reads it from there.
+
 Checksums: cora and citeseer have pinned SHA-256 sums (the planetoid release). The
 other datasets' files are not available here, so their sums are recorded on first
 fetch into `SHA256SUMS.lock` inside the dataset folder (trust on first use, with a
@@ -36,42 +39,16 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from collections.abc import Mapping
 from typing import Iterator
 from urllib.parse import urlparse
 
+from lipnorm import registry
 from lipnorm.data.dataset import DatasetError
 from lipnorm.io import atomic_dir, atomic_path
 
 MIRROR_ENV = "LIPNORM_DATA_MIRROR"
 LOCK_NAME = "SHA256SUMS.lock"
-
-_PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
-
-# SHA-256 of the planetoid raw files (Yang et al. 2016), as listed in the mirror's
-# SHA256SUMS; DGL renamed the Cora files to `ind.cora_v2.*`, their bytes are unchanged.
-PINNED_SHA256 = {
-    "cora": {
-        "ind.cora_v2.allx": "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543",
-        "ind.cora_v2.ally": "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71",
-        "ind.cora_v2.graph": "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d",
-        "ind.cora_v2.test.index": "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875",
-        "ind.cora_v2.tx": "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a",
-        "ind.cora_v2.ty": "41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad",
-        "ind.cora_v2.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
-        "ind.cora_v2.y": "94465c14eb53e04ca262198dcbb2521ee8af60fb3f3d546cd6ca24a511b0e7d1",
-    },
-    "citeseer": {
-        "ind.citeseer.allx": "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668",
-        "ind.citeseer.ally": "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95",
-        "ind.citeseer.graph": "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7",
-        "ind.citeseer.test.index": "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4",
-        "ind.citeseer.tx": "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21",
-        "ind.citeseer.ty": "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce",
-        "ind.citeseer.x": "d20de19150741e555de0ed037195630fc194114ebc7fd72ced62810148aa22f6",
-        "ind.citeseer.y": "8ba87e515d8e3ee3cf52f6d2c5b86aa73f11ecad825a808455209ec26cd54924",
-    },
-}
-
 
 class UnpinnedChecksumWarning(UserWarning):
     """A dataset's raw files were trusted on first use (no pinned sums exist here)."""
@@ -79,16 +56,27 @@ class UnpinnedChecksumWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Source:
-    """One downloadable dataset: its archive, its folder and the raw files it needs."""
+    """One downloadable dataset: its archive, its folder and the raw files it needs
+    (what its module of `lipnorm.datasets` registered as its `lipnorm.registry.RawFiles`)."""
 
     name: str
     kind: str  # "dgl" or "ogb"
     base_name: str  # DGL's dataset name (folder prefix) or OGB's dataset name
     required: tuple[str, ...]  # raw files the loader parses, relative to the folder
+    sha256: Mapping[str, str] | None = None  # pinned sums; None: recorded on first fetch
+
+    @classmethod
+    def of(cls, name: str) -> "Source":
+        """The source of registered dataset `name` (a KeyError where it has no raw files)."""
+        entry = registry.DATASETS.get(name)
+        if entry is None or entry.raw is None:
+            raise KeyError(name)
+        raw = entry.raw
+        return cls(name, raw.kind, raw.archive, raw.files, raw.sha256)
 
     @property
     def pinned(self) -> dict[str, str] | None:
-        return PINNED_SHA256.get(self.name)
+        return None if self.sha256 is None else dict(self.sha256)
 
     def url(self) -> str:
         if self.kind == "dgl":
@@ -114,33 +102,39 @@ class Source:
         return None if self.kind == "dgl" else _ogb_meta(self.base_name)["download_name"]
 
 
-def _planetoid(name: str, dgl_name: str) -> Source:
-    return Source(name, "dgl", dgl_name, tuple(f"ind.{dgl_name}.{p}" for p in _PLANETOID_PARTS))
+class _Sources(Mapping):
+    """The `Source` of each registered dataset with raw files, read from the registry
+    when asked (a dataset registered later is in it)."""
+
+    def __getitem__(self, name: str) -> Source:
+        return Source.of(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name, entry in registry.DATASETS.items() if entry.raw is not None])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
 
 
-_PPI_FILES = tuple(
-    f"{split}_{part}"
-    for split in ("train", "valid", "test")
-    for part in ("graph.json", "feats.npy", "labels.npy", "graph_id.npy")
-)
-_ARXIV_FILES = (
-    "RELEASE_v1.txt",  # without it OGB asks on stdin whether to re-download
-    *(f"raw/{f}.csv.gz" for f in ("edge", "node-feat", "node-label", "node_year",
-                                  "num-node-list", "num-edge-list")),
-    *(f"split/time/{s}.csv.gz" for s in ("train", "valid", "test")),
-)
+class _Pinned(Mapping):
+    """The pinned SHA-256 sums of each registered dataset that pins them, by raw file."""
 
-SOURCES = {
-    s.name: s
-    for s in (
-        _planetoid("cora", "cora_v2"),
-        _planetoid("citeseer", "citeseer"),
-        _planetoid("pubmed", "pubmed"),
-        Source("coauthor-cs", "dgl", "coauthor_cs", ("coauthor_cs.npz",)),
-        Source("ppi", "dgl", "ppi", _PPI_FILES),
-        Source("ogbn-arxiv", "ogb", "ogbn-arxiv", _ARXIV_FILES),
-    )
-}
+    def __getitem__(self, name: str) -> dict[str, str]:
+        pinned = SOURCES[name].pinned
+        if pinned is None:
+            raise KeyError(name)
+        return pinned
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name in SOURCES if SOURCES[name].pinned is not None])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+# Every dataset's source, and the sums pinned (cora's and citeseer's: `lipnorm.datasets.planetoid`).
+SOURCES: Mapping[str, Source] = _Sources()
+PINNED_SHA256: Mapping[str, dict[str, str]] = _Pinned()
 
 
 def _ogb_meta(ogb_name: str) -> dict[str, str]:

@@ -13,30 +13,34 @@ architecture, an attention normalisation and a representation normalisation comp
 `<architecture>[-lip][-<norm>]`: `compose_model`, `parse_model`, `model_parts`,
 `model_names`), `labels` (labels and colours), `plugins` (`load_plugin`, `load_plugins`, `loaded_plugins`, `plugins_relative_to`),
 `builtin` (lipnorm's own entries). This face is what users and plugins import. None of it imports torch, numpy or
-another lipnorm module: names, labels and colours are plain data, and the factories are
-`"module:attribute"` strings (or callables, for plugins) resolved when a model is built.
+another lipnorm module by an import statement: names, labels and colours are plain data, the factories are
+`"module:attribute"` strings (or callables, for plugins) resolved when a model is built, and
+lipnorm's own datasets are found by name in `lipnorm.datasets` (`import_parts`), whose modules
+import nothing but this registry at import.
 """
 
 from lipnorm.registry.entries import (
-    ARCHITECTURES, ATTENTION_NORMS, BUILTIN_DATASETS, DATASETS, NAME_PATTERN, NO_NORM, NORMS, PARAMETER_GROUPS,
-    Architecture, Dataset, DatasetSizes, Factory, Norm, architecture, architecture_names, check_factory, check_new,
-    dataset, dataset_names, norm, norm_names, plugin_hint, resolve,
+    ARCHITECTURES, ATTENTION_NORMS, DATASET_OPTIONS, DATASETS, NAME_PATTERN, NO_NORM, NORMS, PARAMETER_GROUPS,
+    RAW_KINDS, Architecture, Dataset, DatasetSizes, Factory, Norm, RawFiles, architecture, architecture_names,
+    check_factory, check_new, dataset, dataset_names, norm, norm_names, plugin_hint, resolve,
 )
 from lipnorm.registry.grammar import compose_model, has_model, model_names, model_parts, parse_model
 from lipnorm.registry.labels import (
     AXIS_COLOURS, AXIS_LABELS, NO_NORM_COLOUR, SPARE_COLOURS, colour, figure_palette, label, model_colour,
     model_label, names, palette,
 )
-from lipnorm.registry.plugins import load_plugin, load_plugins, loaded_plugins, plugins_relative_to
+from lipnorm.registry.plugins import import_parts, load_plugin, load_plugins, loaded_plugins, plugins_relative_to
 from lipnorm.registry.register import register_architecture, register_dataset, register_norm, unregister
-from lipnorm.registry import builtin  # noqa: E402,F401  lipnorm's own entries, registered once
+from lipnorm.registry import builtin  # noqa: E402  lipnorm's own entries, registered once
+from lipnorm.registry.builtin import BUILTIN_DATASETS  # noqa: E402
 
 __all__ = [
-    "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASETS", "NAME_PATTERN", "NO_NORM", "NORMS",
-    "PARAMETER_GROUPS", "Architecture", "Dataset", "DatasetSizes", "Factory", "Norm", "architecture",
+    "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASET_OPTIONS", "DATASETS", "NAME_PATTERN", "NO_NORM",
+    "NORMS", "PARAMETER_GROUPS", "RAW_KINDS", "Architecture", "Dataset", "DatasetSizes", "Factory", "Norm", "RawFiles",
+    "architecture",
     "architecture_names", "check_factory", "check_new", "dataset", "dataset_names", "norm", "norm_names",
     "plugin_hint", "resolve", "compose_model", "has_model", "model_names", "model_parts", "parse_model",
     "AXIS_COLOURS", "AXIS_LABELS", "NO_NORM_COLOUR", "SPARE_COLOURS", "colour", "figure_palette", "label",
-    "model_colour", "model_label", "names", "palette", "load_plugin", "load_plugins", "loaded_plugins", "plugins_relative_to",
+    "model_colour", "model_label", "names", "palette", "import_parts", "load_plugin", "load_plugins", "loaded_plugins", "plugins_relative_to",
     "register_architecture", "register_dataset", "register_norm", "unregister",
 ]

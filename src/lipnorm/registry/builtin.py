@@ -1,14 +1,17 @@
-"""lipnorm's own entries: the architectures `gat`, `gt`, `gat-classic`, `gcn`, the
-representation normalisations `pairnorm`, `batchnorm`, `dgn`, and the datasets of
-`lipnorm.data` with the sizes the planner reads (`DatasetSizes`). A new one is one call
-here, its factory a "module:attribute" string so that nothing is imported before a model
-is built. Imported once, by `lipnorm.registry`.
+"""lipnorm's own entries: the architectures `gat`, `gt`, `gat-classic`, `gcn` and the
+representation normalisations `pairnorm`, `batchnorm`, `dgn`, registered here because
+the modules defining them (`lipnorm.nn`) import torch: a new one is one call here, its
+factory a "module:attribute" string so that nothing is imported before a model is built.
+The datasets are registered beside their definitions, in the modules of
+`lipnorm.datasets`, which this module imports by name (`import_parts`), and
+`BUILTIN_DATASETS` names them. Imported once, by `lipnorm.registry`.
 """
 
 from __future__ import annotations
 
-from lipnorm.registry.entries import BUILTIN_DATASETS, DatasetSizes
-from lipnorm.registry.register import register_architecture, register_dataset, register_norm
+from lipnorm.registry.entries import DATASETS
+from lipnorm.registry.plugins import import_parts
+from lipnorm.registry.register import register_architecture, register_norm
 
 
 def literature_gat_seed_batch_check(config) -> str | None:
@@ -66,32 +69,10 @@ register_norm(
 register_architecture(
     "gcn", label="GCN", colour="#000000", layer="lipnorm.nn.conv.gcn:gcn_layer", attention=False, dropout=(0.5, 0.0),
 )
-_DATASET_STYLE = {
-    "cora": ("Cora", "#0173b2"),
-    "citeseer": ("CiteSeer", "#de8f05"),
-    "pubmed": ("PubMed", "#029e73"),
-    "coauthor-cs": ("CoauthorCS", "#d55e00"),
-    "ppi": ("PPI", "#cc78bc"),
-    "ogbn-arxiv": ("ogbn-arxiv", "#ca9161"),
-    "csbm": ("CSBM", "#949494"),
-}
-# The sizes of lipnorm's own datasets as `lipnorm.data` loads them: self-loops removed,
-# then one per node added (`build_node_dataset`). Cora and CiteSeer counted from the
-# loaded graphs; PubMed: DGL's 88,651 edges less its 3 self-loops (PyG's 88,648);
-# Coauthor-CS: DGL's 163,788 (no self-loops); PPI: one batched graph of its 24
-# graphs, 2 x the GAT paper's 818,716 undirected edges (approximate: a self-loop in
-# the source would be counted twice, under 0.1 % of the edges); ogbn-arxiv:
-# `dgl.to_bidirected` of the 1,166,243 citations, 2,315,598 edges. csbm's follow from
-# its parameters (`lipnorm.plan.dataset_sizes`).
-_BUILTIN_SIZES = {
-    "cora": DatasetSizes(nodes=2708, edges=10556 + 2708, features=1433, classes=7, train_nodes=140),
-    "citeseer": DatasetSizes(nodes=3327, edges=9104 + 3327, features=3703, classes=6, train_nodes=120),
-    "pubmed": DatasetSizes(nodes=19717, edges=88648 + 19717, features=500, classes=3, train_nodes=60),
-    "coauthor-cs": DatasetSizes(nodes=18333, edges=163788 + 18333, features=6805, classes=15),
-    "ppi": DatasetSizes(nodes=56944, edges=2 * 818716 + 56944, features=50, classes=121),
-    "ogbn-arxiv": DatasetSizes(nodes=169343, edges=2315598 + 169343, features=128, classes=40),
-}
-for _name in BUILTIN_DATASETS:
-    register_dataset(
-        _name, label=_DATASET_STYLE[_name][0], colour=_DATASET_STYLE[_name][1], sizes=_BUILTIN_SIZES.get(_name)
-    )
+# lipnorm's own datasets are defined and registered each in its module of the package
+# `lipnorm.datasets` (label, colour, sizes, raw files and their sums, the reader), found
+# by name as a plugin is (`import_parts`): their modules import only this registry at
+# import, their readers' numpy, DGL and `lipnorm.data` inside the functions.
+import_parts("lipnorm.datasets")
+# lipnorm's own datasets (`lipnorm.data.DATASETS`): those registered so far, before any plugin.
+BUILTIN_DATASETS = tuple(DATASETS)

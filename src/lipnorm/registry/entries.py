@@ -16,9 +16,6 @@ from typing import Any, Callable, Iterable, Mapping, Union
 
 from lipnorm.registry.plugins import loaded_plugins
 
-# lipnorm's own datasets, which `lipnorm.data` loads (its DATASETS); spelt here so that
-# this module imports nothing (not even numpy): the CLI starts with it.
-BUILTIN_DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
 # LipschitzNorm off or on in the attention layers (lipnorm.nn.functional.NORMS).
 ATTENTION_NORMS = ("none", "lip")
 NO_NORM = "none"
@@ -108,14 +105,55 @@ class DatasetSizes:
 
 
 @dataclass(frozen=True)
+class RawFiles:
+    """Where a dataset's raw files come from, for `lipnorm.data.sources` to fetch (from a
+    mirror or through DGL's / OGB's download code) and verify before they are parsed.
+
+    `kind`: ``"dgl"`` (the archive ``dataset/<archive>.zip`` of DGL's data server,
+    extracted into the folder DGL itself would use) or ``"ogb"`` (the archive OGB's
+    ``master.csv`` names for dataset `archive`); `files`: the raw files the dataset's
+    `read` parses, relative to its folder; `sha256`: their pinned SHA-256 sums, by
+    relative path, or None to record them on first fetch (trust on first use)."""
+
+    kind: str
+    archive: str
+    files: tuple[str, ...]
+    sha256: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in RAW_KINDS:
+            raise ValueError(f"raw files: kind {self.kind!r} must be one of {', '.join(RAW_KINDS)}")
+        if not isinstance(self.archive, str) or not self.archive:
+            raise ValueError(f"raw files: archive must be a non-empty string, got {self.archive!r}")
+        if isinstance(self.files, str) or not self.files or not all(isinstance(f, str) and f for f in self.files):
+            raise ValueError(f"raw files: files must be a non-empty tuple of relative paths, got {self.files!r}")
+        object.__setattr__(self, "files", tuple(self.files))
+        if self.sha256 is not None:
+            object.__setattr__(self, "sha256", dict(self.sha256))
+
+
+# Where `RawFiles` can come from (`lipnorm.data.sources.Source`).
+RAW_KINDS = ("dgl", "ogb")
+# The options of `lipnorm.data.load_dataset` a dataset's `read` may take (its `options`):
+# `raw_features` (the feature rows as stored, where the loader normalises them) and
+# `csbm` (the parameters of a generated graph).
+DATASET_OPTIONS = ("raw_features", "csbm")
+
+
+@dataclass(frozen=True)
 class Dataset:
-    """A registered dataset (see `register_dataset`); `load` None = `lipnorm.data`'s own."""
+    """A registered dataset (see `register_dataset`): a plugin's gives `load`, lipnorm's
+    own (and any dataset that `lipnorm.data` fetches and verifies) gives `read`, with its
+    `raw` files and the `options` of `lipnorm.data.load_dataset` it takes."""
 
     name: str
     label: str
     colour: str
     load: Factory | None
     sizes: DatasetSizes | None = None
+    read: Factory | None = None
+    raw: RawFiles | None = None
+    options: tuple[str, ...] = ()
 
 
 ARCHITECTURES: dict[str, Architecture] = {}

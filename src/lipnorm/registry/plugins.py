@@ -1,13 +1,17 @@
 """Plugins: a Python file or an importable module that registers its own entries
 (`lipnorm.registry.register_*`, `lipnorm.experiments.register_experiment`) when imported;
 `lipnorm train --plugin`, the other commands' `--plugin` and the workflow's `plugins:`
-load them (`load_plugins`) before anything reads the registry.
+load them (`load_plugins`) before anything reads the registry. lipnorm's own parts that
+need no torch at import are found the same way, as the modules of a package
+(`import_parts`: `lipnorm.datasets`, `lipnorm.experiments`), so that a new one is one
+module and no list names it.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import pkgutil
 import sys
 from pathlib import Path
 from typing import Any, Iterable
@@ -78,3 +82,23 @@ def plugins_relative_to(specs: Iterable[str] | None, folder: str | Path) -> list
 def load_plugins(specs: Iterable[str] | None) -> list[Any]:
     """`load_plugin` of each, in order."""
     return [load_plugin(spec) for spec in specs or ()]
+
+
+def import_parts(package: str) -> tuple[str, ...]:
+    """Import `package` (by name) and every module in it, each of which registers its
+    part(s) when imported; return the modules' names in the order imported. The package's
+    `ORDER` (module names, optional) comes first, in that order, then every other module
+    (a name not starting with ``_``) by name: a new built-in part is a module dropped
+    into the package, listed nowhere. A module imported already is not run again."""
+    found = importlib.import_module(package)
+    present = sorted(
+        info.name for info in pkgutil.iter_modules(found.__path__) if not info.name.startswith("_")
+    )
+    first = tuple(getattr(found, "ORDER", ()))
+    missing = [name for name in first if name not in present]
+    if missing:
+        raise ValueError(f"{package}.ORDER names module(s) {', '.join(missing)} that the package does not hold")
+    ordered = (*first, *(name for name in present if name not in first))
+    for name in ordered:
+        importlib.import_module(f"{package}.{name}")
+    return tuple(f"{package}.{name}" for name in ordered)

@@ -13,7 +13,7 @@ from typing import Mapping
 from lipnorm.registry import grammar
 from lipnorm.registry.entries import (
     ARCHITECTURES,
-    BUILTIN_DATASETS,
+    DATASET_OPTIONS,
     DATASETS,
     NORMS,
     PARAMETER_GROUPS,
@@ -22,6 +22,7 @@ from lipnorm.registry.entries import (
     DatasetSizes,
     Factory,
     Norm,
+    RawFiles,
     check_factory,
     check_new,
 )
@@ -171,23 +172,55 @@ def register_norm(
 
 
 def register_dataset(
-    name: str, *, label: str, colour: str, load: Factory | None = None, sizes: DatasetSizes | None = None
+    name: str,
+    *,
+    label: str,
+    colour: str,
+    load: Factory | None = None,
+    sizes: DatasetSizes | None = None,
+    read: Factory | None = None,
+    raw: RawFiles | None = None,
+    options: tuple[str, ...] = (),
 ) -> Dataset:
-    """Register a dataset. `load() -> mapping` with keys `graph` (a DGLGraph), `features`
-    `(N, F)`, `labels` `(N,)` integer classes, `train_mask`, `val_mask`, `test_mask`
-    (bool `(N,)`), and optionally `num_classes` (default: max label + 1); lipnorm builds
-    and checks the `NodeDataset` (`lipnorm.data.dataset.dataset_from_parts`). `load`
-    None is for lipnorm's own datasets (`lipnorm.data.DATASETS`). `sizes` (optional,
-    `DatasetSizes`) lets `lipnorm.plan` estimate a run without loading the data; without
-    it the plan loads the dataset once to count them."""
+    """Register a dataset, with one of `load` (a plugin's form) and `read` (lipnorm's own).
+
+    `load() -> mapping` with keys `graph` (a DGLGraph), `features` `(N, F)`, `labels`
+    `(N,)` integer classes, `train_mask`, `val_mask`, `test_mask` (bool `(N,)`), and
+    optionally `num_classes` (default: max label + 1); lipnorm builds and checks the
+    `NodeDataset` (`lipnorm.data.dataset.dataset_from_parts`).
+
+    `read(folder, **options) -> NodeDataset` builds the dataset itself: `folder` is the
+    verified folder of its `raw` files (`RawFiles`: where `lipnorm.data` fetches them
+    from, which files, their pinned sums), fetched first if absent; without `raw` (a
+    generated graph) it is called with the options alone. `options` names the
+    `lipnorm.data.load_dataset` options it takes (of `DATASET_OPTIONS`: `raw_features`,
+    `csbm`), passed as keywords; giving one to a dataset that does not take it is an error.
+
+    `sizes` (optional, `DatasetSizes`) lets `lipnorm.plan` estimate a run without loading
+    the data; without it the plan loads the dataset once to count them."""
     check_new("dataset", name, DATASETS)
     if sizes is not None and not isinstance(sizes, DatasetSizes):
         raise ValueError(f"dataset {name!r}: sizes must be a lipnorm.registry.DatasetSizes, got {sizes!r}")
-    if load is None and name not in BUILTIN_DATASETS:
+    if load is None and read is None:
         raise ValueError(f"dataset {name!r}: give load= (a function returning the graph, features, labels and masks)")
+    if load is not None and read is not None:
+        raise ValueError(f"dataset {name!r}: give one of load= and read=")
     if load is not None:
         check_factory("dataset", name, "load", load)
-    return _add(DATASETS, Dataset(name, label, colour, load, sizes))
+        if raw is not None or options:
+            raise ValueError(f"dataset {name!r}: raw= and options= go with read=, not load=")
+    else:
+        check_factory("dataset", name, "read", read)
+    if raw is not None and not isinstance(raw, RawFiles):
+        raise ValueError(f"dataset {name!r}: raw must be a lipnorm.registry.RawFiles, got {raw!r}")
+    options = (options,) if isinstance(options, str) else tuple(options)
+    unknown_options = [option for option in options if option not in DATASET_OPTIONS]
+    if unknown_options:
+        raise ValueError(
+            f"dataset {name!r}: unknown option(s) {', '.join(map(repr, unknown_options))}; "
+            f"allowed: {', '.join(DATASET_OPTIONS)}"
+        )
+    return _add(DATASETS, Dataset(name, label, colour, load, sizes, read, raw, options))
 
 
 def _add(registered: dict, entry):
