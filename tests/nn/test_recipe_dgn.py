@@ -314,7 +314,7 @@ def test_dgn_recipe_trains_the_literature_network_with_adam(tmp_path):
     train_rows = torch.zeros(setup.features.shape[0], dtype=torch.bool)
     train_rows[setup.splits[0]] = True
     assert (setup.features[~train_rows] == 0).all() and (setup.features[train_rows] != 0).any()
-    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config)
     assert isinstance(trainer.optimizer, torch.optim.Adam) and trainer.scheduler is None
     assert (trainer.optimizer.defaults["lr"], trainer.optimizer.defaults["weight_decay"]) == (0.005, 5e-4)
     summary = train.run(config, tmp_path / "run")

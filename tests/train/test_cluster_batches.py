@@ -36,7 +36,7 @@ def config_of(tmp_path: Path, **changes) -> TrainConfig:
 
 
 def trainer_of(config: TrainConfig) -> Trainer:
-    return Trainer(prepare(config), config.lr, config.weight_decay, config.protocol, seed=config.seed)
+    return Trainer(prepare(config), config)
 
 
 # --- the batches -------------------------------------------------------------------
@@ -295,8 +295,13 @@ def test_a_run_without_counts_sizes_them_by_its_graph_and_says_so(tmp_path):
     out = tmp_path / "run"
     train.run(config_of(tmp_path, partitions=None, batch_partitions=None, epochs=1), out)
     summary = json.loads((out / "summary.json").read_text())
-    # 60 nodes: 4 batches of 16 of 64 parts, the parts cut to 60, 15 a batch.
-    assert (summary["config"]["partitions"], summary["config"]["batch_partitions"]) == (60, 15)
+    # 60 nodes: 4 batches of 16 of 64 parts, the parts cut to 60, 15 a batch; recorded
+    # beside the settings, which keep what was asked (None: sized by the graph).
+    assert (summary["config"]["partitions"], summary["config"]["batch_partitions"]) == (None, None)
+    assert summary["cluster_batches"] == {
+        "partitions": 60, "batch_partitions": 15, "reason": "K and B by the graph's size (60 nodes: 4 batches an "
+        "epoch, ceil(nodes / 1700) and at least 4, of at least 4 parts each and 64 parts in all)",
+    }
     cache = cluster_batches.cache_path(tmp_path / "datasets", "csbm", 60, data.csbm_params(TINY_CSBM))
     assert (
         f"cluster batches: 60 METIS partitions ({cache}), 15 per batch, 4 batches an epoch; K and B by the "

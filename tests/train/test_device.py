@@ -96,8 +96,8 @@ def test_train_on_the_cpu_records_the_device(tmp_path, flag):
     out = tmp_path / "run"
     assert cli.main(tiny_train_args(tmp_path, "--device", flag, "--out", str(out))) == 0
     summary = json.loads((out / "summary.json").read_text())
-    # `auto` is recorded as what it resolved to: concrete settings only.
-    assert summary["device"] == "cpu" and summary["config"]["device"] == "cpu"
+    # The settings as asked (`auto` too); the device it resolved to beside them.
+    assert summary["device"] == "cpu" and summary["config"]["device"] == flag
     assert summary["status"] == "ok" and summary["epochs_run"] == 2
     assert summary["peak_memory_mb"] > 0
 

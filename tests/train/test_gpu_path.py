@@ -130,8 +130,9 @@ def test_train_with_cuda_reaches_training_on_the_indexed_device(tmp_path, fake_c
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["epochs_run"] == 3
-    # Recorded as the device it resolved to, and its memory is the GPU's peak allocation.
-    assert summary["device"] == "cuda:0" and summary["config"]["device"] == "cuda:0"
+    # The device it resolved to recorded beside the settings as asked; its memory is the
+    # GPU's peak allocation.
+    assert summary["device"] == "cuda:0" and summary["config"]["device"] == flag
     assert summary["peak_memory_mb"] == 3.0
     cuda = torch.device("cuda", 0)
     assert fake_cuda.calls[:3] == [
@@ -311,7 +312,7 @@ def test_a_training_step_and_an_evaluation_make_no_synchronising_call(tmp_path, 
         dataset="csbm", csbm=TINY_CSBM, model=model, depth=2, heads=2, hidden=4, epochs=1, data_root=str(tmp_path),
     ).resolved()
     setup = prepare(config)
-    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config)
     trainer.train_step()  # Adam's state now exists
     trainer.evaluate(layer_stats=True)
     trainer.layer_stats.rows(1)
@@ -338,7 +339,7 @@ def test_cluster_batch_steps_make_no_synchronising_call_once_their_graphs_are_bu
         dataset="csbm", csbm=TINY_CSBM, model="gat-lip-pairnorm", depth=2, heads=2, hidden=4, epochs=1,
         data_root=str(tmp_path), batching="cluster", partitions=6, batch_partitions=2,
     ).resolved()
-    trainer = Trainer(prepare(config), config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(prepare(config), config)
     batches = list(trainer.batches.epoch())  # built before recording
     monkeypatch.setattr(trainer.batches, "epoch", lambda: iter(batches))
     trainer.train_step()
@@ -370,7 +371,7 @@ def test_on_a_real_gpu_a_step_and_an_evaluation_do_not_synchronise(tmp_path):
         data_root=str(tmp_path), device="cuda",
     ).resolved()
     setup = prepare(config)
-    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config)
     trainer.train_step()
     trainer.evaluate()
     torch.cuda.synchronize()

@@ -418,7 +418,7 @@ def test_random_streams_refuse_a_duplicate_a_non_stream_and_other_saved_streams(
 
 def test_the_trainer_saves_a_registered_stream(tmp_path):
     config = tiny(tmp_path).resolved()
-    trainer = Trainer(prepare(config), config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(prepare(config), config)
     drop = DropEdge(0.5, seed=0)
     trainer.random_streams.register("dropedge", drop)
     state = trainer.state_dict()
@@ -432,7 +432,7 @@ def test_a_training_step_draws_nothing_from_dgls_generator(tmp_path):
     never draws from it. If this fails, give the new draws a torch.Generator registered
     with `Trainer.random_streams`."""
     config = TrainConfig(**settings(tmp_path, model="gat-lip-pairnorm", feat_drop=0.5, attn_drop=0.5)).resolved()
-    trainer = Trainer(prepare(config), config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(prepare(config), config)
     dgl.seed(7)
     untouched = dgl.random.choice(1000, 5).tolist()
     dgl.seed(7)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from lipnorm import cli, registry, train
-from lipnorm.train import TrainConfig, run_state, seed_batch
+from lipnorm.train import TrainConfig, run_state, runs, seed_batch
 from lipnorm.train.trainer import Trainer
 
 TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
@@ -111,7 +111,7 @@ def test_seed_batch_write_the_separate_runs(tmp_path, settings):
     gradient and output norms and layer statistics as the separate runs."""
     config = literature(tmp_path, **settings)
     seeds = [3, 0, 7]
-    summaries = seed_batch.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
+    summaries = runs.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
     assert [summary["config"]["seed"] for summary in summaries] == seeds
     for seed, alone in zip(seeds, separate_runs(config, seeds, tmp_path)):
         together = tmp_path / "together" / f"s{seed}"
@@ -133,7 +133,7 @@ def test_the_seeds_load_their_dataset_once(tmp_path, monkeypatch, recipe):
     monkeypatch.setattr(data, "load_dataset", lambda *args, **kwargs: loads.append(args) or load(*args, **kwargs))
     settings = {} if recipe == "dgn" else {"heads": 2, "hidden": 4}
     config = literature(tmp_path, recipe=recipe, model="gat", epochs=2, **settings)
-    summaries = seed_batch.run_seeds(config, [0, 1, 2], str(tmp_path / "together" / "s{seed}"))
+    summaries = runs.run_seeds(config, [0, 1, 2], str(tmp_path / "together" / "s{seed}"))
     assert len(loads) == 1 and [summary["status"] for summary in summaries] == ["ok"] * 3
 
 
@@ -150,7 +150,7 @@ def test_the_gradient_norms_of_a_seed_batch(tmp_path, monkeypatch, seed_major):
     if not seed_major:
         monkeypatch.setattr(seed_batch.SeedBatch, "_seed_major_gradients", lambda self: None)
     config = literature(tmp_path, model="gat-lip-batchnorm", epochs=3)
-    seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    runs.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert bool(gathered) is not seed_major
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         assert_same_run(tmp_path / "together" / f"s{seed}", alone)
@@ -162,7 +162,7 @@ def test_an_architecture_without_a_seed_batch_falls_back(tmp_path, monkeypatch):
     entry = registry.architecture("gat")
     monkeypatch.setitem(registry.ARCHITECTURES, "gat", dataclasses.replace(entry, seed_batch=None))
     config = literature(tmp_path, model="gat-lip", epochs=3)
-    seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    runs.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         together = tmp_path / "together" / f"s{seed}"
         assert_same_run(together, alone)
@@ -172,7 +172,7 @@ def test_an_architecture_without_a_seed_batch_falls_back(tmp_path, monkeypatch):
 def test_a_network_the_factory_refuses_falls_back_with_its_reason(tmp_path):
     """The lipnorm recipe's DeepGAT has no seed-batched form: one after another."""
     config = literature(tmp_path, recipe="lipnorm", model="gat", heads=2, hidden=4, epochs=2)
-    seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    runs.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     log = (tmp_path / "together" / "s1" / "train.log").read_text()
     assert "cannot batch these seeds: DeepGAT is not the literature GAT (recipe dgn)" in log
 
@@ -200,7 +200,7 @@ def test_a_diverging_seed_ends_alone_and_the_others_train_on(tmp_path, monkeypat
     untouched by the other's NaN (no operation mixes the seeds)."""
     config = literature(tmp_path, model="gat-lip-dgn", epochs=5)
     poison_seed_before_step(monkeypatch, seed=1, step=3)
-    summaries = seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    summaries = runs.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
     assert summaries[1]["diverged_epoch"] == 3 and summaries[1]["epochs_run"] == 2
     alone = separate_runs(config, [0, 1], tmp_path)
@@ -227,7 +227,7 @@ def test_a_seed_diverging_between_logged_epochs_keeps_that_epochs_norms(tmp_path
         return real_step(self, *args, **kwargs)
 
     poison_seed_before_step(monkeypatch, seed=1, step=2)
-    summaries = seed_batch.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
+    summaries = runs.run_seeds(config, [0, 1], str(tmp_path / "together" / "s{seed}"))
     assert [summary["status"] for summary in summaries] == ["ok", "diverged"]
     monkeypatch.setattr(Trainer, "train_step", poisoned_step)
     (alone,) = separate_runs(config, [1], tmp_path)
@@ -263,12 +263,12 @@ def test_a_stopped_group_resumes_each_run(tmp_path, monkeypatch):
     pattern = str(tmp_path / "together" / "s{seed}")
     with pytest.raises(run_state.RunInterrupted) as stopped:
         with sigterm_at_step(monkeypatch, 3):
-            seed_batch.run_seeds(config, [0, 1], pattern)
+            runs.run_seeds(config, [0, 1], pattern)
     assert stopped.value.epoch == 3
     for seed in (0, 1):
         assert run_state.state_path(pattern.replace("{seed}", str(seed))).exists()
         assert not Path(pattern.replace("{seed}", str(seed))).exists()
-    summaries = seed_batch.run_seeds(config, [0, 1], pattern)
+    summaries = runs.run_seeds(config, [0, 1], pattern)
     assert [summary["resumed_from_epochs"] for summary in summaries] == [[3], [3]]
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         together = Path(pattern.replace("{seed}", str(seed)))
@@ -283,7 +283,7 @@ def test_a_separate_run_resumes_a_state_its_group_saved(tmp_path, monkeypatch):
     pattern = str(tmp_path / "together" / "s{seed}")
     with pytest.raises(run_state.RunInterrupted):
         with sigterm_at_step(monkeypatch, 2):
-            seed_batch.run_seeds(config, [0, 1], pattern)
+            runs.run_seeds(config, [0, 1], pattern)
     resumed = train.run(dataclasses.replace(config, seed=1), pattern.replace("{seed}", "1"))
     assert resumed["resumed_from_epochs"] == [2]
     (alone,) = separate_runs(config, [1], tmp_path)
@@ -309,7 +309,7 @@ def test_seeds_resumed_from_different_epochs_train_one_after_another_each_from_i
 
             patched.setattr(Trainer, "train_step", step_then_signal)
             train.run(dataclasses.replace(config, seed=0), pattern.replace("{seed}", "0"))
-    summaries = seed_batch.run_seeds(config, [0, 1], pattern)
+    summaries = runs.run_seeds(config, [0, 1], pattern)
     assert [summary["resumed_from_epochs"] for summary in summaries] == [[2], []]
     for seed, alone in zip([0, 1], separate_runs(config, [0, 1], tmp_path)):
         together = Path(pattern.replace("{seed}", str(seed)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -31,7 +32,7 @@ TINY_CSBM = "nodes=60,classes=3,feature_dim=8,avg_degree=4"
 SUMMARY_KEYS = {
     "config", "status", "diverged_epoch", "metric", "test_metric", "final", "best_val",
     "best_epoch", "epochs_run", "wall_time_s", "mean_epoch_s", "peak_memory_mb",
-    "num_params", "versions", "kernels", "device", "threads", "resumed_from_epochs",
+    "num_params", "versions", "kernels", "device", "threads", "resumed_from_epochs", "cluster_batches",
 }
 
 
@@ -645,10 +646,10 @@ def test_official_recipe_trains_with_adam_and_torchs_plateau_scheduler(tmp_path)
     config = tiny(tmp_path, recipe="official", heads=None, hidden=None, epochs=None).resolved()
     assert (config.heads, config.hidden, config.epochs) == (8, 64, 1000)
     setup = prepare(config)
-    assert setup.model.recipe == "official" and setup.model_config.recipe == "official"
+    assert setup.model.recipe == "official"
     assert setup.model.input_fc.out_features == 64
     assert {layer.variant for layer in setup.model.layers} == {"official"}
-    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config)
     assert isinstance(trainer.optimizer, torch.optim.Adam)
     assert trainer.optimizer.defaults["lr"] == 0.01 and trainer.optimizer.defaults["weight_decay"] == 5e-4
     scheduler = trainer.scheduler
@@ -657,7 +658,7 @@ def test_official_recipe_trains_with_adam_and_torchs_plateau_scheduler(tmp_path)
     reference = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.Adam([torch.zeros(1, requires_grad=True)]))
     for name in ("mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lrs", "eps"):
         assert getattr(scheduler, name) == getattr(reference, name), name
-    assert Trainer(setup, 0.005, 5e-4, TrainConfig().resolved().protocol).scheduler is None
+    assert Trainer(setup, dataclasses.replace(config, protocol=TrainConfig().resolved().protocol)).scheduler is None
 
 
 def test_official_recipe_trains_on_the_stored_planetoid_features(cora_root):
@@ -841,8 +842,9 @@ def test_the_trainers_adam_steps_as_torchs_default_cpu_adam_bit_for_bit(tmp_path
     lets earlier runs' numbers stand)."""
     config = TrainConfig(dataset="csbm", csbm="nodes=40,classes=3,feature_dim=6,avg_degree=4", recipe="dgn",
                          depth=3, epochs=1, data_root=str(tmp_path))
-    setup = trainer_module.prepare(config.resolved())
-    trainer = trainer_module.Trainer(setup, lr=0.01, weight_decay=5e-4, protocol="best-val")
+    config = dataclasses.replace(config.resolved(), lr=0.01, weight_decay=5e-4, protocol="best-val")
+    setup = trainer_module.prepare(config)
+    trainer = trainer_module.Trainer(setup, config)
     assert trainer.optimizer.defaults["foreach"] is True
     params = list(setup.model.parameters())
     copies = [param.detach().clone().requires_grad_() for param in params]

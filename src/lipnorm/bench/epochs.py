@@ -39,7 +39,7 @@ def _trainer(spec: str, depth: int, threads: int, root, mirror, **settings: Any)
         dataset=name, depth=depth, threads=threads, data_root=str(root), mirror=mirror, csbm=csbm, **settings
     ).resolved()
     setup = prepare(config)
-    return config, Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    return config, Trainer(setup, config)
 
 
 def gradlog_overhead(

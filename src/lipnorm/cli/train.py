@@ -153,15 +153,11 @@ def _train(args: argparse.Namespace) -> int:
     from lipnorm.settings.train_config import load_config
     from lipnorm.train.targets import run_targets
 
-    overrides = {
-        key: value
-        for key, value in vars(args).items()
-        if key not in ("command", "handler", "config", "out", "plugins", "seeds", "overwrite")
-    }
-    if args.seeds is not None and "seed" in overrides:
+    # The flags given (argparse.SUPPRESS leaves out the others) on top of the file's settings.
+    flags = {key: value for key, value in vars(args).items() if key not in NOT_SETTINGS}
+    if args.seeds is not None and "seed" in flags:
         raise ValueError("--seed and --seeds exclude each other: give every seed in --seeds")
-    config = load_config(args.config, overrides)
-    run_targets(config, args.out, args.seeds, args.overwrite)
+    targets = run_targets(load_config(args.config, flags), args.out, args.seeds, args.overwrite)
 
     from lipnorm import kernels
 
@@ -170,16 +166,15 @@ def _train(args: argparse.Namespace) -> int:
     except kernels.KernelsUnavailable as error:
         raise ValueError(str(error)) from None
 
-    from lipnorm.train import run
     from lipnorm.train.run_state import RunInterrupted
+    from lipnorm.train.runs import train_targets
 
     try:
-        if args.seeds is not None:
-            from lipnorm.train.seed_batch import run_seeds
-
-            run_seeds(config, args.seeds, args.out)
-        else:
-            run(config, args.out)
+        train_targets(targets, seed_list=args.seeds is not None)
     except RunInterrupted as stopped:  # the log has said so
         return stopped.exit_code
     return 0
+
+
+# The arguments of `lipnorm train` that are not training settings.
+NOT_SETTINGS = ("command", "handler", "config", "out", "plugins", "seeds", "overwrite")

@@ -76,7 +76,10 @@ class TrainConfig:
     """Every setting of one run; `resolved()` gives the canonical, validated form.
 
     The settings defaulting to None take their value from `recipe` (`recipe_defaults`;
-    dropouts: the architecture's, models.py), so that one given explicitly wins.
+    dropouts the recipe leaves unset: the architecture's, as registered), so that one
+    given explicitly wins. `partitions` and `batch_partitions` left None stay None: the
+    run sizes them by the loaded graph and records them apart (summary.json's
+    `cluster_batches`).
 
     `model` names a composition `<architecture>[-lip][-<norm>]` (`lipnorm.registry`);
     `architecture`, `attention_norm` and `norm`, where given, replace that part of it
@@ -229,12 +232,21 @@ class TrainConfig:
         return registry.model_parts(self.model, self.architecture, self.attention_norm, norm)
 
     def resolved(self) -> TrainConfig:
-        """Validated copy: the recipe's defaults filled in, `norm_extra` folded into
-        `norm`, `model` composed of the parts, whole floats as floats."""
+        """Validated copy: the recipe's defaults filled in, then the architecture's
+        dropouts where the recipe has none (`registry.architecture(...).dropout`),
+        `norm_extra` folded into `norm`, `model` composed of the parts, whole floats as
+        floats. What a run trains with and records (`lipnorm.train.runs`): every value
+        known before the dataset is loaded; the model's settings derive from it
+        (`model_config`) and nothing is written back into it."""
         filled = self.with_recipe_defaults()
         filled._validate_filled()
         architecture, attention_norm, norm = filled.model_parts()
         model = registry.compose_model(architecture, attention_norm, norm)
+        feat_drop, attn_drop = registry.architecture(architecture).dropout
+        if filled.feat_drop is None:
+            filled = dataclasses.replace(filled, feat_drop=feat_drop)
+        if filled.attn_drop is None:
+            filled = dataclasses.replace(filled, attn_drop=attn_drop)
         floats = {
             field.name: float(getattr(filled, field.name))
             for field in dataclasses.fields(filled)

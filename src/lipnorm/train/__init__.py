@@ -1,11 +1,12 @@
 """Training: one run of node classification, full batch or on Cluster-GCN batches
 (`batching`, `lipnorm.train.cluster_batches`), with per-layer gradient logging.
 
-The public face is `run(config, out)` and its settings, `TrainConfig` (whose home is
-`lipnorm.settings.train_config`, with `load_config`; the recipes' defaults are
-`lipnorm.settings.recipes`).
-The parts live one concern a module of this package: the run and its directory
-(`run_directory`), the epoch loop (`loop`), the model and data made ready and the
+The public face is `run(config, out)` and `run_seeds(config, seeds, out)` (`runs`, the
+entry points, which also say the road a setting takes) and their settings, `TrainConfig`
+(whose home is `lipnorm.settings.train_config`, with `load_config`; the recipes' defaults
+are `lipnorm.settings.recipes`).
+The parts live one concern a module of this package: the entry points (`runs`), a run
+and its directory (`run_directory`), the epoch loop (`loop`), the model and data made ready and the
 training steps (`trainer`), the logging hooks (`hooks`), the saved training state
 (`run_state`), the process-wide settings (`process`), the device (`device`), the cluster
 batches (`cluster_batches`) and several seeds in one process (`seed_batch`, `lipnorm
@@ -54,16 +55,16 @@ reduced official run.
 
 from lipnorm.settings.train_config import TrainConfig
 
-__all__ = ["TrainConfig", "run"]
+__all__ = ["TrainConfig", "run", "run_seeds"]
 
 
 def __getattr__(name: str):
-    # `run` on first access: its modules import torch and DGL, which the torch-free
-    # modules of this package (`targets`, `seed_batch_plan`) and their readers (the CLI before
-    # it trains, the workflow's parsing) do without.
-    if name == "run":
-        from lipnorm.train.run_directory import run
+    # `run` and `run_seeds` on first access: their modules import torch and DGL, which the
+    # torch-free modules of this package (`targets`, `seed_batch_plan`) and their readers
+    # (the CLI before it trains, the workflow's parsing) do without.
+    if name in ("run", "run_seeds"):
+        from lipnorm.train import runs
 
-        globals()["run"] = run  # later accesses skip this function
-        return run
+        globals()[name] = getattr(runs, name)  # later accesses skip this function
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

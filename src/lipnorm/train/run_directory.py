@@ -1,11 +1,11 @@
-"""One training run and its run directory: `run(config, out)` trains as `config` says
-and writes `out` (docs/architecture.md: `summary.json`, `metrics.parquet`,
-`gradnorms.parquet`, `outnorms.parquet`, `layerstats.parquet`, `train.log`) atomically,
-resuming from and saving the training state beside it (`lipnorm.train.run_state`).
+"""One training run and its run directory `out` (docs/architecture.md: `summary.json`,
+`metrics.parquet`, `gradnorms.parquet`, `outnorms.parquet`, `layerstats.parquet`,
+`train.log`), written atomically, resuming from and saving the training state beside it
+(`lipnorm.train.run_state`). The entry points are `lipnorm.train.runs`.
 
-`RunDirectory` is one run set up (settings resolved, model and data ready, its trainer)
-and what its directory is made of while it trains; `train_run` trains it through the
-epoch loop (`lipnorm.train.loop`); `StateSaver` writes its training state.
+`RunDirectory` is one run set up (its resolved settings, model and data ready, its
+trainer) and what its directory is made of while it trains; `train_run` trains it
+through the epoch loop (`lipnorm.train.loop`); `StateSaver` writes its training state.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from lipnorm.io import atomic_dir, write_json, write_parquet
 from lipnorm.settings.train_config import RESUME_INDIFFERENT, TrainConfig
 from lipnorm.train import device as devices
 from lipnorm.train import run_state
-from lipnorm.train.device import resolve_device
 from lipnorm.train.loop import History, log, train_loop
 from lipnorm.train.trainer import Setup, Trainer, prepare, select_epoch
 
@@ -97,22 +96,6 @@ def _epoch_record(row: dict[str, float] | None) -> dict[str, float] | None:
     }
 
 
-def run(config: TrainConfig, out: str | Path) -> dict[str, Any]:
-    """Train as `config` says and write the run directory `out`; returns the summary.
-
-    Settings are validated before anything is loaded or created. A non-finite training
-    loss, gradient norm or validation loss ends the run early with status "diverged"
-    (not an error). Any exception leaves no `out` behind.
-
-    The training state is saved to `run_state.state_path(out)` every `save_every` epochs
-    and, after the epoch under way, on SIGTERM or SIGINT, which then raise
-    `run_state.RunInterrupted`. A call that finds a state resumes from it and deletes it
-    once `out` is written; a state saved by other settings or versions is a ValueError
-    naming them, an unreadable one is logged and the run starts over.
-    """
-    return train_run(RunDirectory(config, out, time.perf_counter()))
-
-
 def train_run(job: RunDirectory, note: str | None = None) -> dict[str, Any]:
     """Train `job` alone, from its start or its saved state, and write its directory;
     `note` is logged after its settings (e.g. why a group trains it alone)."""
@@ -144,23 +127,15 @@ class RunDirectory:
 
     def __init__(self, config: TrainConfig, out: str | Path, started: float,
                  logger: logging.Logger = log, label: str = "", own_streams: bool = False, dataset=None):
-        """`dataset`: `config`'s, loaded already (by another seed's run in this process)."""
+        """`config`: resolved (`lipnorm.train.targets.run_targets`), read as it is and
+        recorded as it is. `dataset`: `config`'s, loaded already (by another seed's run
+        in this process)."""
         self.started, self.logger, self.label, self.out = started, logger, label, Path(out)
         kernels.reset(paths_only=True)  # the summary records the paths this run's calls take
-        config = config.resolved()
-        # `auto` becomes the device it resolved to; an unusable one fails here, before any file.
-        config = dataclasses.replace(config, device=str(resolve_device(config.device)))
+        self.config = config
+        # An unusable device fails in `prepare`, before any file is written.
         self.setup = prepare(config, dataset)
-        # What loading decided: the model's dropouts, and K and B where sized by the graph.
-        batches = self.setup.batches
-        self.config = dataclasses.replace(
-            config, feat_drop=self.setup.model_config.feat_drop, attn_drop=self.setup.model_config.attn_drop,
-            partitions=config.partitions if batches is None else batches.partitions,
-            batch_partitions=config.batch_partitions if batches is None else batches.batch_partitions,
-        )
-        self.trainer = Trainer(
-            self.setup, config.lr, config.weight_decay, config.protocol, dropedge=config.dropedge, seed=config.seed
-        )
+        self.trainer = Trainer(self.setup, config)
         self.state_file = run_state.state_path(out)
         self.saved, self.unreadable = _saved_state(self.state_file, self.config)
         self.history, self.resumed_from_epochs, self.earlier_s = History(), [], 0.0
@@ -324,6 +299,11 @@ def _summary(
         "num_params": _num_params(setup.model),
         "versions": _versions(),
         "kernels": kernels.record(),  # which path each kernel family took, and the build
-        "device": str(setup.device),
+        "device": str(setup.device),  # what `config.device` resolved to (`auto`: cuda or cpu)
         "threads": torch.get_num_threads(),
+        # K and B of `batching="cluster"` as used: the config's, or sized by the graph where it left them None
+        "cluster_batches": None if setup.batches is None else {
+            "partitions": setup.batches.partitions, "batch_partitions": setup.batches.batch_partitions,
+            "reason": setup.batches.reason,
+        },
     }

@@ -3,7 +3,7 @@ as one network where they can: a seed batch (`SeedBatch`).
 
 A grid repeats each configuration over seeds, and on small graphs a run's cost is its
 process start-up and per-call overhead, not arithmetic (issue: grids of small runs).
-`run_seeds(config, seeds, out)` pays the start-up once for S seeds and writes the S run
+`lipnorm.train.runs.run_seeds(config, seeds, out)` (here: `train_seeds`) pays the start-up once for S seeds and writes the S run
 directories that S separate `lipnorm train --seed s` runs write (`out` and the mask path
 name each seed's with ``{seed}``):
 
@@ -44,10 +44,9 @@ from lipnorm.train import run_state
 from lipnorm.train.loop import end_training, logged_epoch, progress_bar, record_epoch
 from lipnorm.train.run_directory import RunDirectory, train_run
 from lipnorm.train.seed_batch_plan import settings_reason
-from lipnorm.train.targets import seed_configs
 from lipnorm.train.trainer import Epoch, StepResult, compute_metric, gather
 
-__all__ = ["run_seeds", "SeedBatch"]
+__all__ = ["train_seeds", "SeedBatch"]
 
 
 def _why_not_seed_batched(config: TrainConfig, models: Sequence[torch.nn.Module]) -> str | None:
@@ -63,13 +62,10 @@ def _why_not_seed_batched(config: TrainConfig, models: Sequence[torch.nn.Module]
     return None
 
 
-def run_seeds(config: TrainConfig, seeds: Sequence[int], out: str) -> list[dict[str, Any]]:
-    """Train `config` for each of `seeds` in this process and write each seed's run
-    directory (`out` with ``{seed}`` replaced; so is the mask path); the summaries.
-
-    A seed whose settings are invalid fails before anything is written, as a separate run.
-    """
-    targets = seed_configs(config, seeds, out)
+def train_seeds(targets: Sequence[tuple[TrainConfig, str]]) -> list[dict[str, Any]]:
+    """Train the runs `targets` (`(resolved settings, run directory)` of one configuration's
+    seeds, from `lipnorm.train.targets.run_targets`) in this process, as one network where
+    their architecture's `seed_batch` holds them, else one after another; the summaries."""
     seeds = [settings.seed for settings, _ in targets]
     started = time.perf_counter()
 

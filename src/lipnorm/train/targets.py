@@ -1,7 +1,8 @@
 """What a `lipnorm train` command will write, checked before anything is imported or
 trained: each run's settings and run directory, one, or one per seed (`--seeds`: `out`
-and the mask path name each seed's with ``{seed}``), every setting validated
-(`TrainConfig.validate`) and no finished run replaced unless `--overwrite` says so.
+and the mask path name each seed's with ``{seed}``), every setting validated and
+resolved (`TrainConfig.resolved`), and no finished run replaced unless `--overwrite`
+says so. `lipnorm.train.runs.train_targets` trains what `run_targets` returns.
 
 Torch-free (as `lipnorm.settings`): a bad setting or a finished run's folder is refused
 before `lipnorm train` imports torch and DGL.
@@ -69,11 +70,13 @@ def run_targets(
     config: TrainConfig, out: str, seeds: Sequence[int] | None = None, overwrite: bool = False
 ) -> list[tuple[TrainConfig, str]]:
     """`(settings, run directory)` of every run of a `lipnorm train` command (`seeds`
-    None: the one run of `config`), each validated; without `overwrite`, a ValueError
-    for any that holds a finished run, before anything is trained."""
+    None: the one run of `config`), the settings resolved (`TrainConfig.resolved`: the
+    one place they are validated and their defaults filled; the run reads them as they
+    are); without `overwrite`, a ValueError for any that holds a finished run, before
+    anything is trained."""
     targets = [(config, str(out))] if seeds is None else seed_configs(config, seeds, out)
-    for settings, path in targets:
-        settings.validate()
-        if not overwrite:
+    resolved = [(settings.resolved(), path) for settings, path in targets]
+    if not overwrite:
+        for _, path in resolved:
             refuse_finished(path)
-    return targets
+    return resolved

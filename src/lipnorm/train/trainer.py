@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from lipnorm import data
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
-from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.train_config import PROTOCOLS, TrainConfig, cluster_counts
 from lipnorm.train import cluster_batches
 from lipnorm.train import device as devices
@@ -79,7 +78,6 @@ class Setup(NamedTuple):
     dataset: Any  # lipnorm.data.NodeDataset, on the CPU as loaded
     features: torch.Tensor  # with the missing rows erased, on `device`
     model: torch.nn.Module  # on `device`
-    model_config: ModelConfig  # resolved
     erased: int  # number of feature rows erased
     graph: dgl.DGLGraph  # the dataset's graph on `device`
     labels: torch.Tensor  # on `device`
@@ -122,8 +120,9 @@ def prepare(config: TrainConfig, dataset: data.NodeDataset | None = None) -> Set
         erasable = data.erasable_nodes(config.missing_pool, dataset.train_mask, dataset.val_mask, dataset.test_mask)
         mask = data.missing_features_mask(dataset.train_mask.numpy(), config.missing_rate, config.seed, erasable)
     features = data.apply_missing_features(dataset.features, mask)
-    model_config = config.model_config(dataset.features.shape[1], dataset.num_classes).resolved()
-    model = build_model(model_config)
+    # The model's settings derive from the resolved config (its parts and dropouts
+    # filled); `build_model` checks them.
+    model = build_model(config.model_config(dataset.features.shape[1], dataset.num_classes))
     erased = int(np.count_nonzero(mask))
     # Indices, made on the CPU: selecting rows by a boolean mask on a GPU waits for the
     # GPU to count them (a host synchronisation) at every use.
@@ -139,7 +138,7 @@ def prepare(config: TrainConfig, dataset: data.NodeDataset | None = None) -> Set
             reason=counts.reason,
         )
     return Setup(
-        dataset, devices.move(features, device), devices.move(model, device), model_config, erased,
+        dataset, devices.move(features, device), devices.move(model, device), erased,
         graph=devices.move(dataset.graph, device), labels=devices.move(dataset.labels, device),
         splits=tuple(devices.move(split, device) for split in cpu_splits), device=device,
         batches=batches,
@@ -192,13 +191,13 @@ class Trainer:
     """Training epochs (full batch, or cluster batches where `setup.batches` has them) and
     whole-graph evaluation of one model on one dataset."""
 
-    def __init__(
-        self, setup: Setup, lr: float, weight_decay: float, protocol: str, *, dropedge: float = 0.0, seed: int = 0
-    ):
-        """`dropedge` > 0: each training step sees a fresh DropEdge subset of the graph's
-        edges, drawn from a stream of its own seeded with `seed` (evaluation: the whole graph;
-        the subset is drawn on the host, so on a GPU such a step waits for it once).
-        `setup.batches` (cluster batches): their shuffling stream is registered too."""
+    def __init__(self, setup: Setup, config: TrainConfig):
+        """`setup` from `prepare(config)`; of the resolved `config`, Adam's `lr` and
+        `weight_decay`, the `protocol`'s scheduler and `dropedge`: > 0, each training
+        step sees a fresh DropEdge subset of the graph's edges, drawn from a stream of its
+        own seeded with `seed` (evaluation: the whole graph; the subset is drawn on the
+        host, so on a GPU such a step waits for it once). `setup.batches` (cluster
+        batches): their shuffling stream is registered too."""
         dataset = setup.dataset
         self.model = setup.model
         self.graph = setup.graph
@@ -212,14 +211,16 @@ class Trainer:
         )
         # foreach: one call per step for all parameters, where torch's CPU default loops over
         # them in Python (1.8 x faster at 40 tensors; the same bits, checked in the tests).
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
-        self.scheduler = make_scheduler(protocol, self.optimizer)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True
+        )
+        self.scheduler = make_scheduler(config.protocol, self.optimizer)
         self.gradient_norms = GradientNorms(self.model)
         self.output_norms = OutputNorms(self.model)
         self.layer_stats = LayerStats(self.model, self.graph)
         # What a step draws from; a component with its own generator registers it here.
         self.random_streams = run_state.RandomStreams(self.device)
-        self.dropedge = DropEdge(dropedge, seed) if dropedge else None
+        self.dropedge = DropEdge(config.dropedge, config.seed) if config.dropedge else None
         if self.dropedge is not None:
             self.random_streams.register("dropedge", self.dropedge)
         self.batches = setup.batches
