@@ -156,7 +156,10 @@ def option_args(settings: Mapping[str, object]) -> str:
     return shlex.join(args)
 
 
-# Where the workflow schema lists registered names: path under `$defs` -> registry kind.
+# Where the workflow schema takes registered names: path under `$defs` -> registry kind. The
+# file (workflow/schemas/config.schema.yaml) lists none there, nor any experiment: they
+# are filled in here, so a new dataset, model or experiment, built in or a plugin's, edits
+# nothing in it.
 SCHEMA_ENUMS = {
     ("grid_experiment", "properties", "grid", "properties", "datasets", "items"): "dataset",
     ("grid_experiment", "properties", "grid", "properties", "models", "items"): "model",

@@ -98,11 +98,15 @@ def test_an_unknown_experiment_is_named_with_the_known_ones():
         experiments.experiment("width")
 
 
-def test_the_schema_file_lists_the_registered_experiments_with_their_config():
+def test_the_workflow_schema_lists_the_registered_experiments_with_their_config():
     schema = yaml.safe_load(SCHEMA.read_text())
-    listed = schema["properties"]["experiments"]["properties"]
+    assert schema["properties"]["experiments"]["properties"] == {}  # the file lists none
+    listed = grid.schema_with_registry(schema)["properties"]["experiments"]["properties"]
+    assert list(listed) == list(BUILTIN)
     assert listed == {name: experiments.experiment(name).config for name in BUILTIN}
-    assert grid.schema_with_registry(schema) == schema
+    assert listed["depth"] == {"$ref": "#/$defs/grid_experiment"}
+    assert listed["lipschitz"] == {"$ref": "#/$defs/probe_experiment"}
+    assert listed["remedies"]["oneOf"] == [{"$ref": "#/$defs/grid_experiment"}, {"$ref": "#/$defs/armed_experiment"}]
 
 
 def test_the_cli_help_names_every_experiment():

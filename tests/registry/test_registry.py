@@ -171,8 +171,14 @@ def _schema_enum(schema, path):
 def test_schema_enums_are_the_registry_names():
     schema = yaml.safe_load(SCHEMA.read_text())
     assert set(grid.SCHEMA_ENUMS.values()) == {"dataset", "model", "attention_norm", "norm"}
+    derived = grid.schema_with_registry(schema)
     for path, kind in grid.SCHEMA_ENUMS.items():
-        assert _schema_enum(schema, path) == list(registry.names(kind)), path
+        node = schema["$defs"]
+        for key in path:
+            node = node[key]
+        assert node == {}, path  # the file lists no names: a new built-in edits nothing here
+        assert _schema_enum(derived, path) == list(registry.names(kind)), path
+    assert _schema_enum(derived, next(iter(grid.SCHEMA_ENUMS))) == list(data.DATASETS)
 
 
 def test_cli_help_lists_the_registered_names(capsys, monkeypatch):
