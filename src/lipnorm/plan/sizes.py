@@ -23,10 +23,11 @@ _LOADED_SIZES: dict[str, DatasetSizes] = {}
 
 
 def dataset_sizes(name: str, csbm: Any = None, root: str = DEFAULT_DATA_ROOT, mirror: str | None = None) -> DatasetSizes:
-    """The sizes of dataset `name`: registered ones as registered, csbm's from `csbm`,
+    """The sizes of dataset `name`: registered ones as registered, a dataset generated from
+    csbm parameters (its registered `options` take `csbm`: lipnorm's `csbm`) from `csbm`,
     else (a plugin's dataset without sizes) counted by loading it once per process."""
     entry = registry.dataset(name)
-    if name == "csbm":
+    if "csbm" in entry.options:
         return csbm_sizes(csbm)
     if entry.sizes is not None:
         return entry.sizes
