@@ -41,7 +41,7 @@ from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.conv.gt import GTConv
 from lipnorm.nn.models.init import pyg_glorot_
 from lipnorm.nn.models.literature import LiteratureGAT
-from lipnorm.nn.models.norms import add_norms, representation_norms
+from lipnorm.nn.norm import add_norms, representation_norms
 from lipnorm.nn.models.numbering import NumberedLayer
 from lipnorm.nn.models.snr import SNRGAT
 from lipnorm.nn.residual import initial_residual

@@ -13,7 +13,7 @@ from torch import nn
 from lipnorm import registry
 from lipnorm.nn.conv.gat import GATConv
 from lipnorm.nn.models.init import pyg13_attention_glorot_, pyg_glorot_
-from lipnorm.nn.models.norms import add_norms, representation_norms
+from lipnorm.nn.norm import add_norms, representation_norms
 from lipnorm.nn.models.numbering import NumberedLayer
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
