@@ -28,6 +28,7 @@ from lipnorm import cli, data, experiments, grid, registry
 from lipnorm.data import DatasetError
 from lipnorm.data.sources import PINNED_SHA256, SOURCES
 from lipnorm.plan.sizes import dataset_sizes
+from lipnorm.registry.catalogue import catalogue
 from lipnorm.results import aggregate
 from lipnorm.settings.constants import PLANETOID
 
@@ -186,6 +187,8 @@ def test_a_dataset_module_dropped_into_the_package_is_everywhere(toy_dataset, ca
     assert dataset_sizes("toy-ring") == registry.DatasetSizes(nodes=6, edges=18, features=3, classes=2, train_nodes=2)
     assert SOURCES["toy-ring"].required == ("ring.txt",) and SOURCES["toy-ring"].base_name == "toy_ring"
     assert PINNED_SHA256["toy-ring"] == {"ring.txt": hashlib.sha256(RING.encode()).hexdigest()}
+    # the docs' list (docs/datasets.md's table, lipnorm.registry.catalogue)
+    assert "| `toy-ring` | ToyRing | 6 | 18 | 3 | 2 | raw files, verified | – |" in catalogue("datasets")
 
 
 def test_a_dropped_dataset_is_fetched_verified_and_loaded_by_its_reader(toy_dataset, ring_mirror, tmp_path, capsys):

@@ -46,6 +46,7 @@ def test_a_broken_link_fails_the_build_naming_it(tmp_path):
     shutil.copytree(ROOT / "docs", project / "docs")
     shutil.copy(ROOT / "mkdocs.yml", project)
     os.symlink(ROOT / "src", project / "src")
+    os.symlink(ROOT / "scripts", project / "scripts")  # mkdocs.yml's hook
     layers = project / "docs" / "layers.md"
     layers.write_text(layers.read_text() + "\nSee [the models](model.md#models).\n")
     done = build(project, tmp_path / "site")
