@@ -93,9 +93,7 @@ def main() -> None:
                 mirror=args.mirror, flush_denormal=flush,
             ).resolved()
             setup = prepare(config)  # sets the flush mode; each step sets its own again
-            trainers["flush" if flush else "no-flush"] = Trainer(
-                setup, config.lr, config.weight_decay, config.protocol
-            )
+            trainers["flush" if flush else "no-flush"] = Trainer(setup, config)
 
         def epoch(name: str) -> None:
             set_flush_denormal(name == "flush")

@@ -77,7 +77,7 @@ def measure(name: str, settings: dict, args: argparse.Namespace, state_dir: Path
         dataset="cora", mirror=args.mirror, data_root=args.data_root, threads=args.threads, **settings
     ).resolved()
     setup = prepare(config)
-    trainer = Trainer(setup, config.lr, config.weight_decay, config.protocol)
+    trainer = Trainer(setup, config)
     history = History()
     epochs_block(config, trainer, history, 1, args.warmup)
     epoch_s, save_s = [], []
