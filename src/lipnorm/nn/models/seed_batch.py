@@ -25,6 +25,11 @@ those edges. What it does not batch (its callers run those seeds one after anoth
 PairNorm modes other than "PN", LipschitzNorm's "official" variant (one norm over all
 heads). No operation mixes the seeds' values, so a seed that
 diverges (NaN) leaves the others' numbers alone.
+
+SNR's GAT (`SNRGAT`, the "snr" recipe's) is batched alike by
+`lipnorm.nn.models.seed_batch_snr.SeedBatchedSNR`, from the same parts (`seed_dropout`,
+`_SeedGATConv`, the per-seed generators); `seed_batched`, the architecture "gat"'s
+`seed_batch`, takes whichever of the two holds the networks it is given.
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ from torch import nn
 from lipnorm.nn.conv.gat import GATConv
 from lipnorm.kernels import grouped_linear
 from lipnorm.nn.models.literature import LiteratureGAT
+from lipnorm.nn.models.snr import SNRGAT
 from lipnorm.nn.norm.batchnorm import BatchNorm
 from lipnorm.nn.norm.dgn import DiffGroupNorm, dgn_output, group_assignment
 from lipnorm.nn.norm.pairnorm import PairNorm, pairnorm_pn
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
-__all__ = ["SeedBatchedGAT", "seed_dropout", "why_not_seed_batched"]
+__all__ = ["SeedBatchedGAT", "seed_batched", "seed_dropout", "why_not_seed_batched"]
 
 # Where a seed's part of a batched tensor lies: `tensor[index]`.
 Index = int | slice | tuple
@@ -173,6 +179,9 @@ class _SeedGATConv(GATConv):
             self.attn_r.copy_(torch.cat([layer.attn_r for layer in layers], dim=1))
         if first.res_fc is not None:
             self.res_fc = nn.Identity()
+        if first.bias is not None:  # SNR's layers (DGL's default), not the literature GAT's
+            with torch.no_grad():
+                self.bias = nn.Parameter(torch.stack([layer.bias for layer in layers]).clone())  # (S, H*D)
         self.attn_drop = _SeedAttentionDropout(first.attn_drop.p, generators, kept_rows)
 
     def forward(self, graph: dgl.DGLGraph, feat, kept: torch.Tensor | None = None, get_attention: bool = False):
@@ -180,6 +189,8 @@ class _SeedGATConv(GATConv):
         rst, attention = self._attend(graph, ft, head_mask=kept, get_attention=get_attention)
         if self.res_fc is not None:
             rst = rst + self._heads(self.res_fc, h_dst)
+        if self.bias is not None:
+            rst = rst + self.bias.view(1, self.num_heads, self.out_feats)
         return (rst, attention) if get_attention else rst
 
     def _heads_per_group(self, head_mask) -> int:
@@ -213,9 +224,10 @@ class _SeedGATConv(GATConv):
         return terms.split(1, dim=-1)
 
     def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
-        """Where seed `seed`'s `GATConv` parameters (`fc.weight`, `attn_l`, `attn_r`) lie."""
+        """Where seed `seed`'s `GATConv` parameters (`fc.weight`, `attn_l`, `attn_r`, `bias`) lie."""
         heads = (slice(None), slice(seed * self.heads_per_seed, (seed + 1) * self.heads_per_seed))
-        return {"fc.weight": (self.weight, seed), "attn_l": (self.attn_l, heads), "attn_r": (self.attn_r, heads)}
+        views = {"fc.weight": (self.weight, seed), "attn_l": (self.attn_l, heads), "attn_r": (self.attn_r, heads)}
+        return views if self.bias is None else {**views, "bias": (self.bias, seed)}
 
 
 def _concatenated_batchnorm(norms: Sequence[nn.BatchNorm1d]) -> nn.BatchNorm1d:
@@ -291,11 +303,17 @@ _BATCHED_NORMS = {BatchNorm: _SeedBatchNorm, PairNorm: _SeedPairNorm, DiffGroupN
 
 
 def why_not_seed_batched(model: nn.Module) -> str | None:
-    """None if `SeedBatchedGAT` can hold seeds of `model`; else why not (a sentence)."""
-    if not isinstance(model, LiteratureGAT):
-        return f"{type(model).__name__} is not the literature GAT (recipe dgn), the one network batched over seeds"
+    """None if `seed_batched` can hold seeds of `model` (`SeedBatchedGAT` a `LiteratureGAT`'s,
+    `SeedBatchedSNR` an `SNRGAT`'s); else why not (a sentence)."""
+    if not isinstance(model, (LiteratureGAT, SNRGAT)):
+        return (
+            f"{type(model).__name__} is not the literature GAT (recipe dgn) nor SNR's GAT (recipe snr), "
+            "the networks batched over seeds"
+        )
     if any(layer.norm == "lip" and layer.variant != "paper" for layer in model.layers):
         return "LipschitzNorm's official variant takes one norm over all heads, which would mix the seeds"
+    if isinstance(model, SNRGAT):
+        return None  # no representation normalisation, no initial residual
     norms = model._norms()
     for norm in norms or ():
         if type(norm) not in _BATCHED_NORMS:
@@ -319,7 +337,10 @@ class SeedBatchedGAT(nn.Module):
         if not models:
             raise ValueError("SeedBatchedGAT needs at least one model, got none")
         for model in models:
-            reason = why_not_seed_batched(model)
+            reason = (
+                why_not_seed_batched(model) if isinstance(model, LiteratureGAT)
+                else f"{type(model).__name__} is not the literature GAT (recipe dgn)"
+            )
             if reason is not None:
                 raise ValueError(f"cannot batch these seeds: {reason}")
         shapes = {tuple((name, tuple(p.shape)) for name, p in model.state_dict().items()) for model in models}
@@ -448,3 +469,14 @@ class SeedBatchedGAT(nn.Module):
             for name, (tensor, index) in self.seed_views(seed).items()
             if isinstance(tensor, nn.Parameter) and tensor.grad is not None
         }
+
+
+def seed_batched(models: Sequence[nn.Module]) -> nn.Module:
+    """The architecture "gat"'s `seed_batch` (`lipnorm.registry`): S seeds' networks as one,
+    `SeedBatchedSNR` for SNR's GAT (recipe snr), else `SeedBatchedGAT` (which refuses, with
+    its reason, a network it cannot hold)."""
+    if models and isinstance(models[0], SNRGAT):
+        from lipnorm.nn.models.seed_batch_snr import SeedBatchedSNR
+
+        return SeedBatchedSNR(models)
+    return SeedBatchedGAT(models)
