@@ -49,6 +49,9 @@ GAT_SETTINGS = [
         (1, 3),
     )
     if recipe != "official" or model in ("gat", "gat-lip", "gat-pairnorm")
+] + [  # SNR's GAT takes no representation normalisation
+    dict(recipe="snr", model=model, variant=variant, depth=depth, heads=heads)
+    for model, variant, depth, heads in itertools.product(("gat", "gat-lip"), ("paper", "official"), (1, 3), (1, 2))
 ]
 
 
@@ -58,10 +61,15 @@ def test_the_settings_decide_as_the_networks_do(settings):
     assert (seed_batch_plan.why_not_seed_batched(config) is None) is (network_reason(config) is None)
 
 
-def test_the_literature_gat_is_the_one_grouped_and_reasons_name_the_setting():
+def test_the_literature_and_snr_gats_are_the_ones_grouped_and_reasons_name_the_setting():
     assert seed_batch_plan.why_not_seed_batched(TrainConfig(recipe="dgn", model="gat-lip-batchnorm").resolved()) is None
+    assert seed_batch_plan.why_not_seed_batched(TrainConfig(recipe="snr", model="gat-lip", residual=True).resolved()) is None
     assert seed_batch_plan.why_not_seed_batched(TrainConfig(recipe="lipnorm").resolved()) == (
-        "recipe 'lipnorm' builds no literature GAT (recipe dgn), the one network batched over seeds"
+        "recipe 'lipnorm' builds neither the literature GAT (recipe dgn) nor SNR's GAT (recipe snr), "
+        "the networks batched over seeds"
+    )
+    assert seed_batch_plan.why_not_seed_batched(TrainConfig(recipe="snr", model="gat-lip", variant="official").resolved()) == (
+        "LipschitzNorm's official variant takes one norm over all heads, which would mix the seeds"
     )
     assert seed_batch_plan.why_not_seed_batched(TrainConfig(recipe="dgn", model="gat-lip", variant="official").resolved()) == (
         "LipschitzNorm's official variant takes one norm over all heads, which would mix the seeds"
@@ -85,6 +93,13 @@ def test_the_literature_grid_groups_its_seeds():
     assert seeds == (0, 1, 2, 3, 4)
     assert groups == [f"remedies/{arm}" for arm in
                       ("none", "batchnorm", "pairnorm", "dgn", "dropedge", "residual", "initial-residual")]
+
+
+def test_the_snr_secondary_grid_groups_its_seeds():
+    """SNR's protocol's secondary family: each run's ten seeds one job, one network."""
+    for rate in ("0.01", "0.001"):
+        config = read_config(SRC.parent / "config" / "presets" / f"snr-secondary-lr{rate}.yaml")
+        assert seed_batch_plan.workflow_seed_groups(config) == (tuple(range(10)), ["remedies/residual"])
 
 
 def test_the_workflows_parsing_imports_no_torch():

@@ -15,11 +15,16 @@ from lipnorm.registry.register import register_architecture, register_norm
 
 
 def literature_gat_seed_batch_check(config) -> str | None:
-    """Why `SeedBatchedGAT` cannot hold the networks of a resolved GAT `ModelConfig`, None
-    where it can: the settings form of `lipnorm.nn.models.seed_batch.why_not_seed_batched` (a test holds
-    the two equal over lipnorm's GAT settings), read without building a network."""
-    if config.recipe != "dgn":
-        return f"recipe {config.recipe!r} builds no literature GAT (recipe dgn), the one network batched over seeds"
+    """Why the architecture "gat"'s `seed_batch` (`lipnorm.nn.models.seed_batch.seed_batched`:
+    `SeedBatchedGAT` for recipe dgn, `SeedBatchedSNR` for recipe snr) cannot hold the
+    networks of a resolved GAT `ModelConfig`, None where it can: the settings form of
+    `lipnorm.nn.models.seed_batch.why_not_seed_batched` (a test holds the two equal over
+    lipnorm's GAT settings), read without building a network."""
+    if config.recipe not in ("dgn", "snr"):
+        return (
+            f"recipe {config.recipe!r} builds neither the literature GAT (recipe dgn) nor SNR's GAT "
+            "(recipe snr), the networks batched over seeds"
+        )
     if config.attention_norm == "lip" and config.variant != "paper":
         return "LipschitzNorm's official variant takes one norm over all heads, which would mix the seeds"
     if config.norm not in _SEED_BATCHED_NORMS:
@@ -29,14 +34,15 @@ def literature_gat_seed_batch_check(config) -> str | None:
     return None
 
 
-# The normalisations whose seeds `SeedBatchedGAT` batches (lipnorm.nn.models.seed_batch).
+# The normalisations whose seeds `SeedBatchedGAT` batches (lipnorm.nn.models.seed_batch);
+# recipe snr takes none (`lipnorm.settings.model_config` refuses the others).
 _SEED_BATCHED_NORMS = ("none", "pairnorm", "batchnorm", "dgn")
 
 # seaborn's colour-blind palette; a Lipschitz variant sits next to its baseline.
 register_architecture(
     "gat", label="GAT", colour="#0173b2", lip=True, lip_colour="#de8f05",
     model="lipnorm.nn.models.deep:DeepGAT.from_config", dropout=(0.6, 0.3),
-    seed_batch="lipnorm.nn.models.seed_batch:SeedBatchedGAT", seed_batch_check=literature_gat_seed_batch_check,
+    seed_batch="lipnorm.nn.models.seed_batch:seed_batched", seed_batch_check=literature_gat_seed_batch_check,
     checkpointable=True,
 )
 register_architecture(

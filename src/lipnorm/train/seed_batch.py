@@ -8,8 +8,9 @@ directories that S separate `lipnorm train --seed s` runs write (`out` and the m
 name each seed's with ``{seed}``):
 
 - where the architecture registers a network of several seeds (`seed_batch`,
-  `lipnorm.registry`; GAT's is `lipnorm.nn.models.seed_batch.SeedBatchedGAT`, which holds the
-  literature GAT of ``--recipe dgn``) that takes these models, and nothing else in the
+  `lipnorm.registry`; GAT's is `lipnorm.nn.models.seed_batch.seed_batched`, which holds the
+  literature GAT of ``--recipe dgn`` as `SeedBatchedGAT` and SNR's of ``--recipe snr`` as
+  `lipnorm.nn.models.seed_batch_snr.SeedBatchedSNR`) that takes these models, and nothing else in the
   run differs per seed, the S seeds are that one network trained by one Adam
   (`SeedBatch`): each seed keeps its parameters, initialisation, dropout stream,
   optimiser state, BatchNorm statistics, DropEdge stream (its edges a mask over the one
