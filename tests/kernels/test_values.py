@@ -300,6 +300,18 @@ def test_grouped_linear_equals_each_groups_own_product(groups, size_in, size_out
         assert_within(a, b, 8)
 
 
+@pytest.mark.parametrize("nodes", [12, 3000])
+def test_grouped_linear_of_a_non_contiguous_input_is_its_contiguous_copys(nodes):
+    """A strided `x` (here seed-major memory seen node-major) is read from its contiguous
+    copy, held while the kernel runs: the same bits as the contiguous input's."""
+    torch.manual_seed(3)
+    x = torch.randn(5, nodes, 16).transpose(0, 1)
+    weight = torch.randn(5, 16, 16)
+    assert not x.is_contiguous()
+    for _ in range(3):  # the freed memory of a temporary copy would be reused by then
+        assert torch.equal(grouped_linear(x, weight), grouped_linear(x.contiguous(), weight))
+
+
 def test_grouped_linear_gradcheck_and_bad_shapes():
     x = torch.randn(6, 2, 3, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)

@@ -120,8 +120,9 @@ class _GroupedLinear(torch.autograd.Function):
         size_out = weight.shape[1]
         out = x.new_empty(nodes, groups, size_out)
         weight_t = weight.transpose(1, 2).contiguous()
+        x_c = x.contiguous()  # held while the kernel reads it (a temporary's memory is freed at once)
         _kernel("grouped_linear_forward", x.dtype)(
-            nodes, groups, size_in, size_out, x.contiguous().data_ptr(), weight_t.data_ptr(), out.data_ptr()
+            nodes, groups, size_in, size_out, x_c.data_ptr(), weight_t.data_ptr(), out.data_ptr()
         )
         ctx.save_for_backward(x, weight)
         return out
