@@ -26,6 +26,13 @@ on all of them; each is timed on S seeds (the separate ones one after another).
 With `--lanes 1,5,10,20`, only the seeds-together path is timed, for each of those
 numbers of seeds in one network: what would more runs in one network (e.g. GAT and
 GAT-Lip side by side) save per run?
+
+With `--recipe snr`, SNR's protocol instead (`SNRGAT`: 1 x 32, residual, the validation
+and test nodes' features erased): S separate networks' epochs one after another
+("alone", what one run per seed trains) against one `SeedBatchedSNR` epoch of the S
+seeds ("together", what `lipnorm train --seeds` trains), GAT and GAT-Lip:
+
+    python benchmarks/seed_batching.py --recipe snr --depth 10 --seeds 10 --rounds 5 --mirror ../shared/datasets
 """
 from __future__ import annotations
 
@@ -46,6 +53,7 @@ from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.literature import LiteratureGAT
 from lipnorm.nn.models.seed_batch import SeedBatchedGAT
+from lipnorm.nn.models.seed_batch_snr import SeedBatchedSNR
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 from lipnorm.train.process import retain_freed_memory
@@ -81,12 +89,16 @@ class Protocol(NamedTuple):
 
 
 def load_protocol(args) -> Protocol:
-    """`args.dataset` (from `args.data_root`, `args.mirror`) as the protocol has it."""
+    """`args.dataset` (from `args.data_root`, `args.mirror`) as the protocol of
+    `args.recipe` has it (100 % of its missing-features pool erased)."""
     dataset = data.load_dataset(args.dataset, root=args.data_root, mirror=args.mirror)
-    mask = data.missing_features_mask(dataset.train_mask.numpy(), 100.0, 0)
+    settings = recipe_defaults(args.recipe, args.depth, args.dataset, 100.0)
+    erasable = data.erasable_nodes(
+        settings.get("missing_pool", "unlabelled"), dataset.train_mask, dataset.val_mask, dataset.test_mask
+    )
+    mask = data.missing_features_mask(dataset.train_mask.numpy(), 100.0, 0, erasable)
     features = data.apply_missing_features(dataset.features, mask)
     train_rows = torch.nonzero(dataset.train_mask).squeeze(1)
-    settings = recipe_defaults("dgn", args.depth, args.dataset, 100.0)
     return Protocol(dataset, features, train_rows, dataset.labels[train_rows], args.depth, settings)
 
 
@@ -106,11 +118,31 @@ def literature_models(protocol: Protocol, norm: str, attention_norm: str, seeds:
     return built
 
 
-def seed_batch(models: list[LiteratureGAT]) -> SeedBatchedGAT:
-    """`models` as one network, seed s's stream seeded with s."""
-    batched = SeedBatchedGAT(models)
+def snr_models(protocol: Protocol, attention_norm: str, seeds: int) -> list[torch.nn.Module]:
+    """`seeds` SNR networks (`--recipe snr`, residual), seed s's drawn after `torch.manual_seed(s)`."""
+    settings = protocol.settings
+    cfg = ModelConfig(
+        model="gat", in_feats=protocol.features.shape[1], num_classes=protocol.dataset.num_classes,
+        depth=protocol.depth, heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
+        attn_drop=settings["attn_drop"], recipe="snr", residual=True, attention_norm=attention_norm,
+    )
+    built = []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        built.append(build_model(cfg))
+    return built
+
+
+def seed_batch(models: list[torch.nn.Module]) -> torch.nn.Module:
+    """`models` as one network (`SeedBatchedSNR` for SNR's, else `SeedBatchedGAT`), seed s's
+    stream seeded with s."""
+    batched = SeedBatchedSNR(models) if protocol_is_snr(models) else SeedBatchedGAT(models)
     batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(len(models))])
     return batched
+
+
+def protocol_is_snr(models) -> bool:
+    return type(models[0]).__name__ == "SNRGAT"
 
 
 def adam(protocol: Protocol, parameters) -> torch.optim.Adam:
@@ -165,6 +197,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="cora")
     parser.add_argument("--norm", default="none")
+    parser.add_argument("--recipe", choices=("dgn", "snr"), default="dgn",
+                        help="snr: SNR's network, S separate epochs against one seed-batched epoch")
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=10, help="epochs timed per round, path and seed")
@@ -175,6 +209,8 @@ def main() -> None:
     parser.add_argument("--lanes", type=seed_counts, default=None,
                         help="e.g. 1,5,10,20: time S seeds together for each S instead")
     args = parser.parse_args()
+    if args.recipe == "snr" and (args.lanes or args.norm != "none"):
+        parser.error("--recipe snr times its network alone and together, without --lanes or --norm")
     if args.lanes and args.dropedge:
         parser.error("--lanes times the seeds without DropEdge (its masks are drawn for --seeds seeds)")
     torch.set_num_threads(1)
@@ -215,6 +251,21 @@ def main() -> None:
 
     if args.lanes:
         lanes(args, protocol)
+        return
+    if args.recipe == "snr":
+        paths = {}
+        for attention_norm in ("none", "lip"):
+            paths["alone", attention_norm] = separate_epoch(snr_models(protocol, attention_norm, args.seeds))
+            batched = seed_batch(snr_models(protocol, attention_norm, args.seeds))
+            paths["together", attention_norm] = seed_batch_epoch(protocol, batched, dropedges())
+        print_header(args, f"SNR's GAT, DropEdge {args.dropedge}, S = {args.seeds} seeds")
+        times = timed_rounds(args, paths, lambda key: args.seeds)
+        print("ms per seed-epoch, median of rounds (range of the per-round ratio):")
+        for norm in ("none", "lip"):
+            ratios = [t / a for a, t in zip(times["alone", norm], times["together", norm])]
+            for path in ("alone", "together"):
+                print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} {path:9} {statistics.median(times[path, norm]):7.1f} ms")
+            print(f"  {'GAT' if norm == 'none' else 'GAT-Lip':8} together / alone {ratio_text(ratios)}")
         return
     paths = {}
     for attention_norm in ("none", "lip"):
@@ -263,7 +314,8 @@ def seed_counts(text: str) -> list[int]:
 def print_header(args, what: str) -> None:
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, 1 thread, torch {torch.__version__}; {args.dataset} norm {args.norm}, "
-          f"depth {args.depth}, 1 x 16, 100 % missing features, {what}, {args.epochs} epochs a round")
+          f"depth {args.depth}, 1 x {16 if args.recipe == 'dgn' else 32}, 100 % missing features, {what}, "
+          f"{args.epochs} epochs a round")
 
 
 def timed_rounds(args, paths: dict, seeds_of) -> dict:
