@@ -19,18 +19,20 @@ def test_snr_presets_train_on_evaluation_masks(tmp_path, preset):
     proc = snakemake(tmp_path, "-n", "-p", "--configfile", REPO / "config" / "presets" / f"{preset}.yaml")
     output = proc.stdout + proc.stderr
     counts = job_counts(output)
-    assert counts["mask_pool"] == 10 and counts["train"] == 20 and "mask" not in counts
+    # The 5 seeds of each (dataset, model) train as one seed batch (recipe snr's, SeedBatchedSNR).
+    assert counts["mask_pool"] == 10 and counts["train_seeds"] == 4 and "train" not in counts and "mask" not in counts
     masks = set(re.findall(r"lipnorm data mask\s+(\w+) --pool evaluation --rate 100 --seed (\d) --out (\S+)", output))
     assert masks == {
         (dataset, str(seed), f"resources/masks/{dataset}/evaluation/rate100_seed{seed}.npy")
         for dataset in ("cora", "citeseer") for seed in range(5)
     }
     trains = re.findall(r"exec lipnorm train .*", output)
-    assert len(trains) == 20
+    assert len(trains) == 4
     lr = preset.removeprefix("snr-lr")
     for command in trains:
-        dataset, seed = re.search(r"--dataset (\w+) .*--seed (\d)", command).groups()
-        assert f"--mask resources/masks/{dataset}/evaluation/rate100_seed{seed}.npy" in command
+        dataset = re.search(r"--dataset (\w+) ", command).group(1)
+        assert "--seeds 0,1,2,3,4 " in command
+        assert f"--mask resources/masks/{dataset}/evaluation/rate100_seed{{seed}}.npy" in command
         assert "--recipe snr" in command and "--residual" in command and f"--lr {lr} " in command
         assert f"--depth {6 if dataset == 'cora' else 4} " in command  # their Table 5's depths
 
