@@ -52,8 +52,7 @@ from lipnorm import data, kernels
 from lipnorm.nn.dropedge import DropEdge
 from lipnorm.nn.models.build import build_model
 from lipnorm.nn.models.literature import LiteratureGAT
-from lipnorm.nn.models.seed_batch import SeedBatchedGAT
-from lipnorm.nn.models.seed_batch_snr import SeedBatchedSNR
+from lipnorm.nn.models.seed_batch import SeedBatchedGAT, seed_batched
 from lipnorm.settings.model_config import ModelConfig
 from lipnorm.settings.recipes import recipe_defaults
 from lipnorm.train.process import retain_freed_memory
@@ -102,6 +101,15 @@ def load_protocol(args) -> Protocol:
     return Protocol(dataset, features, train_rows, dataset.labels[train_rows], args.depth, settings)
 
 
+def seeded_models(cfg: ModelConfig, seeds: int) -> list[torch.nn.Module]:
+    """`seeds` networks of `cfg`, seed s's drawn after `torch.manual_seed(s)`."""
+    built = []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        built.append(build_model(cfg))
+    return built
+
+
 def literature_models(protocol: Protocol, norm: str, attention_norm: str, seeds: int) -> list[LiteratureGAT]:
     """`seeds` protocol networks (`--recipe dgn`), seed s's drawn after `torch.manual_seed(s)`."""
     settings = protocol.settings
@@ -111,11 +119,7 @@ def literature_models(protocol: Protocol, norm: str, attention_norm: str, seeds:
         attn_drop=settings["attn_drop"], batchnorm_momentum=settings["batchnorm_momentum"],
         dgn_skip_weight=settings["dgn_skip_weight"], recipe="dgn", norm=norm, attention_norm=attention_norm,
     )
-    built = []
-    for seed in range(seeds):
-        torch.manual_seed(seed)
-        built.append(build_model(cfg))
-    return built
+    return seeded_models(cfg, seeds)
 
 
 def snr_models(protocol: Protocol, attention_norm: str, seeds: int) -> list[torch.nn.Module]:
@@ -126,23 +130,15 @@ def snr_models(protocol: Protocol, attention_norm: str, seeds: int) -> list[torc
         depth=protocol.depth, heads=settings["heads"], hidden=settings["hidden"], feat_drop=settings["feat_drop"],
         attn_drop=settings["attn_drop"], recipe="snr", residual=True, attention_norm=attention_norm,
     )
-    built = []
-    for seed in range(seeds):
-        torch.manual_seed(seed)
-        built.append(build_model(cfg))
-    return built
+    return seeded_models(cfg, seeds)
 
 
 def seed_batch(models: list[torch.nn.Module]) -> torch.nn.Module:
-    """`models` as one network (`SeedBatchedSNR` for SNR's, else `SeedBatchedGAT`), seed s's
-    stream seeded with s."""
-    batched = SeedBatchedSNR(models) if protocol_is_snr(models) else SeedBatchedGAT(models)
+    """`models` as one network (the registered `seed_batched`: `SeedBatchedSNR` for SNR's,
+    else `SeedBatchedGAT`), seed s's stream seeded with s."""
+    batched = seed_batched(models)
     batched.set_generators([torch.Generator().manual_seed(seed).get_state() for seed in range(len(models))])
     return batched
-
-
-def protocol_is_snr(models) -> bool:
-    return type(models[0]).__name__ == "SNRGAT"
 
 
 def adam(protocol: Protocol, parameters) -> torch.optim.Adam:

@@ -16,30 +16,14 @@ from lipnorm.nn.models.seed_batch import SeedBatchedGAT, seed_batched, why_not_s
 from lipnorm.nn.models.seed_batch_snr import SeedBatchedSNR
 from lipnorm.settings.model_config import ModelConfig
 from tests.nn.test_models import IN_FEATS, NUM_CLASSES, NUM_NODES, features, small_graph
+from tests.nn.test_seed_batch import LABELS, SEEDS, TRAIN_ROWS, separate_models, stream
 from tests.tolerance import assert_within
-
-SEEDS = (0, 1, 2)
-LABELS = torch.arange(NUM_NODES) % NUM_CLASSES
-TRAIN_ROWS = torch.arange(0, NUM_NODES, 2)
 
 
 def snr_config(**settings) -> ModelConfig:
     settings = {"model": "gat", "depth": 3, "heads": 1, "hidden": 5, "feat_drop": 0.5, "attn_drop": 0.0,
                 "recipe": "snr", "residual": True, **settings}
     return ModelConfig(in_feats=IN_FEATS, num_classes=NUM_CLASSES, **settings)
-
-
-def separate_models(cfg: ModelConfig) -> list[torch.nn.Module]:
-    models = []
-    for seed in SEEDS:
-        torch.manual_seed(seed)
-        models.append(build_model(cfg))
-    return models
-
-
-def stream(seed: int) -> torch.Tensor:
-    """The state of torch's global generator a separate run of `seed` trains from."""
-    return torch.Generator().manual_seed(100 + seed).get_state()
 
 
 CASES = {

@@ -64,6 +64,18 @@ def separate_runs(config: TrainConfig, seeds, root: Path) -> list[Path]:
     return outs
 
 
+def assert_seed_batch_writes_separate_runs(config: TrainConfig, seeds, root: Path) -> list[dict]:
+    """`run_seeds` trains `seeds` as one network and writes, for each, the run directory
+    its separate run writes; the summaries."""
+    summaries = runs.run_seeds(config, seeds, str(root / "together" / "s{seed}"))
+    assert [summary["config"]["seed"] for summary in summaries] == seeds
+    for seed, alone in zip(seeds, separate_runs(config, seeds, root)):
+        together = root / "together" / f"s{seed}"
+        assert_same_run(together, alone)
+        assert f"trained together with seeds {seeds} as one network" in (together / "train.log").read_text()
+    return summaries
+
+
 def assert_same_run(together: Path, alone: Path) -> None:
     """The two run directories hold the same numbers, row by row."""
     assert sorted(path.name for path in together.iterdir()) == sorted(path.name for path in alone.iterdir())
@@ -110,14 +122,7 @@ def test_seed_batch_write_the_separate_runs(tmp_path, settings):
     shared input (100): the same selected epoch, metrics,
     gradient and output norms and layer statistics as the separate runs."""
     config = literature(tmp_path, **settings)
-    seeds = [3, 0, 7]
-    summaries = runs.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
-    assert [summary["config"]["seed"] for summary in summaries] == seeds
-    for seed, alone in zip(seeds, separate_runs(config, seeds, tmp_path)):
-        together = tmp_path / "together" / f"s{seed}"
-        assert_same_run(together, alone)
-        log = (together / "train.log").read_text()
-        assert "trained together with seeds [3, 0, 7] as one network" in log
+    summaries = assert_seed_batch_writes_separate_runs(config, [3, 0, 7], tmp_path)
     # Each run's time is its share of the group's.
     assert all(summary["wall_time_s"] > 0 for summary in summaries)
 
@@ -383,10 +388,4 @@ def test_snr_seed_batch_write_the_separate_runs(tmp_path, monkeypatch, settings)
     if settings.pop("input", None) == "entries":
         monkeypatch.setattr(seed_batch_snr, "SPARSE_INPUT", 1.0)
     config = snr(tmp_path, **settings)
-    seeds = [0, 1, 2]
-    summaries = runs.run_seeds(config, seeds, str(tmp_path / "together" / "s{seed}"))
-    assert [summary["config"]["seed"] for summary in summaries] == seeds
-    for seed, alone in zip(seeds, separate_runs(config, seeds, tmp_path)):
-        together = tmp_path / "together" / f"s{seed}"
-        assert_same_run(together, alone)
-        assert "trained together with seeds [0, 1, 2] as one network" in (together / "train.log").read_text()
+    assert_seed_batch_writes_separate_runs(config, [0, 1, 2], tmp_path)

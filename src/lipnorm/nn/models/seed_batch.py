@@ -52,7 +52,7 @@ from lipnorm.nn.norm.pairnorm import PairNorm, pairnorm_pn
 from lipnorm.nn.residual import initial_residual
 from lipnorm.nn.row_pruned import RowPruned, row_pruned
 
-__all__ = ["SeedBatchedGAT", "seed_batched", "seed_dropout", "why_not_seed_batched"]
+__all__ = ["SeedBatchedGAT", "SeedBatchedNet", "seed_batched", "seed_dropout", "why_not_seed_batched"]
 
 # Where a seed's part of a batched tensor lies: `tensor[index]`.
 Index = int | slice | tuple
@@ -323,7 +323,39 @@ def why_not_seed_batched(model: nn.Module) -> str | None:
     return None
 
 
-class SeedBatchedGAT(nn.Module):
+class SeedBatchedNet(nn.Module):
+    """What a seed batch of S networks gives `lipnorm.train.seed_batch.SeedBatch`: each
+    seed's part of the batched tensors under its separate network's state-dict names
+    (`seed_views`, from the subclass's `_seed_views`), its state dict and its gradients."""
+
+    seeds: int
+
+    def _seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        raise NotImplementedError
+
+    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        """Seed `seed`'s state-dict names (its separate network's) -> (batched tensor, index
+        of the seed's part in it): `tensor[index]` is its value, `tensor.grad[index]` its
+        gradient."""
+        if not 0 <= seed < self.seeds:
+            raise ValueError(f"seed index must be in [0, {self.seeds}), got {seed}")
+        return self._seed_views(seed)
+
+    def seed_state_dict(self, seed: int) -> dict[str, torch.Tensor]:
+        """Seed `seed`'s network as its separate network's state dict (copies)."""
+        return {name: tensor[index].detach().clone() for name, (tensor, index) in self.seed_views(seed).items()}
+
+    def seed_gradients(self, seed: int) -> dict[str, torch.Tensor]:
+        """Seed `seed`'s parameter gradients by its separate network's parameter names
+        (copies; parameters without a gradient are left out)."""
+        return {
+            name: tensor.grad[index].clone()
+            for name, (tensor, index) in self.seed_views(seed).items()
+            if isinstance(tensor, nn.Parameter) and tensor.grad is not None
+        }
+
+
+class SeedBatchedGAT(SeedBatchedNet):
     """S `LiteratureGAT`s of one configuration (different seeds) as one network.
 
     `forward(graph, feat)` takes the features `(N, F)` shared by the seeds, or `(S, N, F)`,
@@ -445,30 +477,14 @@ class SeedBatchedGAT(nn.Module):
             h = rst  # node-major (N, S, W), as the next layer projects it
         return h.transpose(0, 1)
 
-    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
-        """Seed `seed`'s `LiteratureGAT` state-dict names -> (batched tensor, index of the
-        seed's part in it): `tensor[index]` is its value, `tensor.grad[index]` its gradient."""
-        if not 0 <= seed < self.seeds:
-            raise ValueError(f"seed index must be in [0, {self.seeds}), got {seed}")
+    def _seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        # `LiteratureGAT`'s names
         views = {}
         for i, layer in enumerate(self.layers):
             views.update({f"layers.{i}.{name}": view for name, view in layer.seed_views(seed).items()})
         for i, norm in enumerate(self.norms or ()):
             views.update({f"{self.norm_attribute}.{i}.{name}": view for name, view in norm.seed_views(seed).items()})
         return views
-
-    def seed_state_dict(self, seed: int) -> dict[str, torch.Tensor]:
-        """Seed `seed`'s network as a `LiteratureGAT` state dict (copies)."""
-        return {name: tensor[index].detach().clone() for name, (tensor, index) in self.seed_views(seed).items()}
-
-    def seed_gradients(self, seed: int) -> dict[str, torch.Tensor]:
-        """Seed `seed`'s parameter gradients by `LiteratureGAT` parameter name (copies;
-        parameters without a gradient are left out)."""
-        return {
-            name: tensor.grad[index].clone()
-            for name, (tensor, index) in self.seed_views(seed).items()
-            if isinstance(tensor, nn.Parameter) and tensor.grad is not None
-        }
 
 
 def seed_batched(models: Sequence[nn.Module]) -> nn.Module:

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipnorm.kernels import grouped_linear
-from lipnorm.nn.models.seed_batch import Index, _kept_rows, _SeedGATConv, _WhileUnchanged, seed_dropout
+from lipnorm.nn.models.seed_batch import Index, SeedBatchedNet, _kept_rows, _SeedGATConv, _WhileUnchanged, seed_dropout
 from lipnorm.nn.models.seed_batch import why_not_seed_batched
 from lipnorm.nn.models.snr import SNRGAT
 
@@ -89,7 +89,7 @@ class _SeedLinear(nn.Module):
         return {"weight": (self.weight, seed), "bias": (self.bias, seed)}
 
 
-class SeedBatchedSNR(nn.Module):
+class SeedBatchedSNR(SeedBatchedNet):
     """S `SNRGAT`s of one configuration (different seeds) as one network.
 
     `forward(graph, feat, kept=None, layer_outputs=None)` takes the features `(N, F)`
@@ -196,26 +196,10 @@ class SeedBatchedSNR(nn.Module):
             h = F.elu(out) if i == 0 else out
         return self.output_fc.node_major(h).transpose(0, 1)
 
-    def seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
-        """Seed `seed`'s `SNRGAT` state-dict names -> (batched tensor, index of the seed's
-        part in it): `tensor[index]` is its value, `tensor.grad[index]` its gradient."""
-        if not 0 <= seed < self.seeds:
-            raise ValueError(f"seed index must be in [0, {self.seeds}), got {seed}")
+    def _seed_views(self, seed: int) -> dict[str, tuple[torch.Tensor, Index]]:
+        # `SNRGAT`'s names
         views = {f"input_fc.{name}": view for name, view in self.input_fc.seed_views(seed).items()}
         for i, layer in enumerate(self.layers):
             views.update({f"layers.{i}.{name}": view for name, view in layer.seed_views(seed).items()})
         views.update({f"output_fc.{name}": view for name, view in self.output_fc.seed_views(seed).items()})
         return views
-
-    def seed_state_dict(self, seed: int) -> dict[str, torch.Tensor]:
-        """Seed `seed`'s network as an `SNRGAT` state dict (copies)."""
-        return {name: tensor[index].detach().clone() for name, (tensor, index) in self.seed_views(seed).items()}
-
-    def seed_gradients(self, seed: int) -> dict[str, torch.Tensor]:
-        """Seed `seed`'s parameter gradients by `SNRGAT` parameter name (copies;
-        parameters without a gradient are left out)."""
-        return {
-            name: tensor.grad[index].clone()
-            for name, (tensor, index) in self.seed_views(seed).items()
-            if isinstance(tensor, nn.Parameter) and tensor.grad is not None
-        }
