@@ -116,6 +116,16 @@ def test_holm_against_a_hand_computed_family():
         holm([1.5])
 
 
+def test_holm_over_a_family_with_tests_not_yet_run():
+    # m = 6 with two p-values given: the four absent count as p = 1, ranked last:
+    #   6 × 0.001 = 0.006; 5 × 0.02 = 0.1
+    assert holm([0.02, 0.001], family_size=6) == pytest.approx([0.1, 0.006])
+    # the same as writing the absent tests out at p = 1
+    assert holm([0.02, 0.001], family_size=6) == pytest.approx(holm([0.02, 0.001, 1, 1, 1, 1])[:2])
+    with pytest.raises(ValueError, match="family_size 1 is below the 2 p-values given"):
+        holm([0.02, 0.001], family_size=1)
+
+
 def test_verdict_reads_the_adjusted_p_and_the_sign():
     assert verdict(1.0, 0.01) == HELPS
     assert verdict(-1.0, 0.05) == HURTS
@@ -352,7 +362,8 @@ def test_lipnorm_compare_any_axis(capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ([], "give --axis, --a, --b (or --primary)"),
+        ([], "give --axis, --a, --b (or --primary, or --secondary)"),
+        (["--secondary"], "lies in no folder of the secondary family (dropedge-secondary-authors, "),
         (["--axis", "attention_norm", "--a", "none", "--b", "lip", "--blocks", "1-x"], "--blocks '1-x': give integers"),
         (["--axis", "colour", "--a", "none", "--b", "lip"], "compare: unknown axis column 'colour'"),
     ],
@@ -363,3 +374,98 @@ def test_lipnorm_compare_refuses_bad_arguments_naming_them(capsys, extra, messag
     with pytest.raises(SystemExit) as refused:
         cli.main(["compare", published_runs("cora")[0], *extra])
     assert refused.value.code == 2 and message in capsys.readouterr().err
+
+
+# --- the secondary family ------------------------------------------------------------------
+
+def secondary_part(protocol_depths, seeds=range(10), lip_gain=0.0, val=None, datasets=("cora",)):
+    """A published-like runs table: GAT and GAT-Lip at `protocol_depths`, GAT-Lip better by
+    `lip_gain` (+ 0.001 per seed, so the per-seed means differ); `val(attention_norm, depth)`
+    gives the validation accuracy (default 0.5)."""
+    rows = []
+    for dataset in datasets:
+        for depth in protocol_depths:
+            for seed in seeds:
+                for norm, gain in (("none", 0.0), ("lip", lip_gain + 0.001 * seed)):
+                    rows.append({"dataset": dataset, "depth": depth, "seed": seed, "attention_norm": norm,
+                                 "best_val_test": 0.6 + gain, "best_val_val": val(norm, depth) if val else 0.5})
+    return pd.DataFrame(rows)
+
+
+def test_the_secondary_family_tests_each_protocol_at_its_depths_holm_over_six():
+    from lipnorm.results.compare import SNR_DEPTHS, secondary_analysis
+
+    tables = {"dropedge-secondary-authors": secondary_part(PRIMARY_DEPTHS + (40,), lip_gain=0.02),
+              "snr-secondary-lr0.01": secondary_part(SNR_DEPTHS + (3,), lip_gain=-0.01)}
+    result = secondary_analysis(tables)
+    tests = result.tests.set_index(["protocol", "dataset"])
+    assert list(tests.index) == [("dropedge-authors", "cora"), ("snr", "cora")]
+    # depth 40 and SNR's depth 3 are outside the fixed sets: 14 and 8 depths per seed
+    assert tests["n_pairs"].tolist() == [140, 80]
+    # per seed s the mean is 100 × (gain + 0.001 s): mean over seeds 0-9 adds 0.45 points
+    assert tests.loc[("dropedge-authors", "cora"), "mean"] == pytest.approx(2.45)
+    assert tests.loc[("snr", "cora"), "mean"] == pytest.approx(-0.55)
+    # every seed of one sign: 2 / 2^10; Holm with m = 6 (4 pairs not run count as p = 1)
+    assert tests["p_exact"].tolist() == pytest.approx([2 / 2 ** 10] * 2)
+    assert tests["p_holm"].tolist() == pytest.approx([6 * 2 / 2 ** 10, 6 * 2 / 2 ** 10])
+    assert tests["verdict"].tolist() == [HELPS, HURTS]
+    assert result.settings["family_size"] == 6
+
+
+def test_snrs_learning_rate_is_chosen_by_validation_per_depth_and_arm():
+    from lipnorm.results.compare import SNR_DEPTHS, secondary_runs
+
+    # GAT validates best at lr 0.01 except at depth 30, GAT-Lip at lr 0.001 everywhere;
+    # at depth 2 GAT's two rates tie, so the smaller (0.001) is taken.
+    def fast(norm, depth):
+        return 0.5 if depth == 2 else 0.7 if norm == "none" and depth != 30 else 0.4
+
+    def slow(norm, depth):
+        return 0.5 if depth == 2 else 0.6
+
+    runs = secondary_runs({"snr-secondary-lr0.01": secondary_part(SNR_DEPTHS, val=fast),
+                           "snr-secondary-lr0.001": secondary_part(SNR_DEPTHS, val=slow)})
+    chosen = {key: tuple(sorted(v)) for key, v in runs.groupby(["attention_norm", "depth"])["lr"].unique().items()}
+    assert chosen == {**{("lip", d): (0.001,) for d in SNR_DEPTHS},
+                      **{("none", d): (0.001,) if d in (2, 30) else (0.01,) for d in SNR_DEPTHS}}
+    assert len(runs) == 2 * len(SNR_DEPTHS) * 10  # one learning rate per (arm, depth), 10 seeds
+    # The test set is never read by the choice: test accuracies that favour the other
+    # rate change nothing.
+    flipped = secondary_part(SNR_DEPTHS, val=slow)
+    flipped["best_val_test"] = 0.99
+    again = secondary_runs({"snr-secondary-lr0.01": secondary_part(SNR_DEPTHS, val=fast),
+                            "snr-secondary-lr0.001": flipped})
+    assert {key: tuple(sorted(v)) for key, v in again.groupby(["attention_norm", "depth"])["lr"].unique().items()} == chosen
+
+
+def test_the_secondary_family_refuses_a_part_it_does_not_have():
+    from lipnorm.results.compare import secondary_runs
+
+    with pytest.raises(ValueError, match="unknown part.s. 'dropedge-authors'; allowed: dropedge-secondary-authors"):
+        secondary_runs({"dropedge-authors": secondary_part((1,))})
+    with pytest.raises(ValueError, match="no runs table given"):
+        secondary_runs({})
+
+
+def test_lipnorm_compare_secondary_reads_each_tables_protocol_from_its_folder(capsys, tmp_path):
+    from lipnorm import cli
+
+    paths = []
+    for part, gain in (("dropedge-secondary-authors", 0.02), ("dropedge-secondary-decorr", 0.0)):
+        path = tmp_path / part / "remedies" / "runs.csv"
+        path.parent.mkdir(parents=True)
+        runs = secondary_part(PRIMARY_DEPTHS, lip_gain=gain, datasets=("cora", "citeseer"))
+        runs.to_csv(path, index=False)
+        paths.append(str(path))
+    report = tmp_path / "secondary"
+    assert cli.main(["compare", *paths, "--secondary", "--report", str(report)]) == 0
+    tests = pd.read_csv(report / "tests.csv")
+    assert sorted(zip(tests["protocol"], tests["dataset"])) == [
+        ("dropedge-authors", "citeseer"), ("dropedge-authors", "cora"),
+        ("dropedge-decorr", "citeseer"), ("dropedge-decorr", "cora")]
+    text = (report / "comparison.md").read_text()
+    assert "Holm over the 6 at 0.05 (2 of them not yet run, each counted at p = 1)" in text
+    assert "lipnorm compare " in text and " --secondary --report " in text
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["compare", paths[0], paths[0], "--secondary"])
+    assert refused.value.code == 2 and "two runs tables of the part 'dropedge-secondary-authors'" in capsys.readouterr().err

@@ -41,12 +41,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         description="Compare two arms of any experiment's runs (lipnorm.results.compare): per seed the "
         "mean over the blocks of B - A, an exact sign-flip test per group, a Student-t interval, "
         "Holm over the groups, per-block intervals beside the count expected by chance. With "
-        "--primary, the pre-registered analysis of docs/results/analysis-plan.md.",
+        "--primary or --secondary, the pre-registered analyses of docs/results/analysis-plan.md.",
     )
     compare.add_argument("runs", nargs="+", metavar="RUNS",
                          help="runs tables: runs.csv (published) or runs.parquet (lipnorm aggregate), joined")
-    compare.add_argument("--primary", action="store_true",
-                         help="the analysis plan's test: attention_norm lip vs none per dataset and remedy")
+    family = compare.add_mutually_exclusive_group()
+    family.add_argument("--primary", action="store_true",
+                        help="the analysis plan's test: attention_norm lip vs none per dataset and remedy")
+    family.add_argument("--secondary", action="store_true",
+                        help="the analysis plan's secondary family: lip vs none per protocol (SNR's, DropEdge's "
+                        "two) and dataset, Holm over its 6 pairs; RUNS lie in the published folders of its "
+                        "parts (dropedge-secondary-authors, dropedge-secondary-decorr, snr-secondary-lr0.01, "
+                        "snr-secondary-lr0.001), which name each table's protocol")
     compare.add_argument("--axis", help="the column holding the two arms, e.g. attention_norm")
     compare.add_argument("--a", dest="arm_a", help="the reference arm's value, e.g. none")
     compare.add_argument("--b", dest="arm_b", help="the tested arm's value, e.g. lip")
@@ -78,6 +84,8 @@ def _int_ranges(text: str) -> list[int]:
 
 PRIMARY_TITLE = ("The primary analysis of docs/results/analysis-plan.md: GAT-Lip against GAT inside each "
                  "remedy, per dataset")
+SECONDARY_TITLE = ("The secondary analysis of docs/results/analysis-plan.md: GAT-Lip against GAT inside the "
+                   "residual's and DropEdge's own protocols, per dataset")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -86,7 +94,7 @@ def _compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from lipnorm.io import atomic_path
-    from lipnorm.results.compare import compare_arms, primary_analysis
+    from lipnorm.results.compare import SECONDARY_SOURCES, compare_arms, primary_analysis, secondary_analysis
 
     if args.report:
         import lipnorm.results.figures.compare  # noqa: F401  the plots extra, checked before any work
@@ -96,12 +104,23 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"runs table {str(path)!r} does not exist")
         frames.append(pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path))
     runs = pd.concat(frames, ignore_index=True)
-    if args.primary:
+    if args.secondary:
+        tables = {}
+        for path, frame in zip(map(Path, args.runs), frames):
+            part = next((folder.name for folder in path.parents if folder.name in SECONDARY_SOURCES), None)
+            if part is None:
+                raise UsageError(f"runs table {str(path)!r} lies in no folder of the secondary family "
+                                 f"({', '.join(SECONDARY_SOURCES)})")
+            if part in tables:
+                raise UsageError(f"two runs tables of the part {part!r}; give each part once")
+            tables[part] = frame
+        comparison = secondary_analysis(tables, metric=args.metric)
+    elif args.primary:
         comparison = primary_analysis(runs, metric=args.metric)
     else:
         missing = [flag for flag, value in (("--axis", args.axis), ("--a", args.arm_a), ("--b", args.arm_b)) if not value]
         if missing:
-            raise UsageError(f"give {', '.join(missing)} (or --primary)")
+            raise UsageError(f"give {', '.join(missing)} (or --primary, or --secondary)")
         numeric = args.axis in runs.columns and pd.api.types.is_numeric_dtype(runs[args.axis])
         arms = [float(value) if numeric else value for value in (args.arm_a, args.arm_b)]
         comparison = compare_arms(
@@ -120,15 +139,15 @@ def _compare(args: argparse.Namespace) -> int:
 
         from lipnorm.results.compare import write_report
 
-        options = ["--primary"] if args.primary else [
+        options = ["--primary"] if args.primary else ["--secondary"] if args.secondary else [
             "--axis", args.axis, "--a", args.arm_a, "--b", args.arm_b,
             *(["--groups", args.groups] if args.groups else []), "--block", args.block,
             *(["--blocks", args.blocks] if args.blocks is not None else []), "--scale", f"{args.scale:g}",
         ]
         metric = [] if args.metric == "best_val_test" else ["--metric", args.metric]
         command = shlex.join(["lipnorm", "compare", *args.runs, *options, *metric, "--report", args.report])
-        unit = "points" if args.primary or args.scale == 100 else ""
-        title = PRIMARY_TITLE if args.primary else ""
+        unit = "points" if args.primary or args.secondary or args.scale == 100 else ""
+        title = PRIMARY_TITLE if args.primary else SECONDARY_TITLE if args.secondary else ""
         print_paths(write_report(comparison, args.report, sources=args.runs, command=command, unit=unit, title=title))
     return 0
 

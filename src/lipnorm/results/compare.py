@@ -180,7 +180,7 @@ def t_test_p(values) -> float:
     return float(stats.ttest_1samp(values, 0.0).pvalue)
 
 
-def holm(p_values) -> np.ndarray:
+def holm(p_values, family_size: int | None = None) -> np.ndarray:
     """Holm's step-down adjusted p-values of one family of tests.
 
     The p-values are sorted ascending, p_(1) <= ... <= p_(m); the adjusted value of the
@@ -192,6 +192,10 @@ def holm(p_values) -> np.ndarray:
     ----------
     p_values : array_like
         The family's unadjusted p-values, in [0, 1].
+    family_size : int, optional
+        m, where the family has tests not given (not yet run): each counts as p = 1,
+        ranked last, so it changes no adjusted value but through m. It cannot be below
+        the number of p-values given. Default: that number.
 
     Returns
     -------
@@ -205,7 +209,9 @@ def holm(p_values) -> np.ndarray:
     adjusted = np.full(p.shape, np.nan)
     index = np.flatnonzero(finite)
     order = index[np.argsort(p[index], kind="stable")]
-    m = len(order)
+    m = len(order) if family_size is None else family_size
+    if m < len(order):
+        raise ValueError(f"holm: family_size {family_size} is below the {len(order)} p-values given")
     running = 0.0
     for rank, k in enumerate(order):
         running = max(running, min(1.0, (m - rank) * p[k]))
@@ -284,6 +290,7 @@ def compare_arms(
     scale: float = 1.0,
     confidence: float = CONFIDENCE,
     alpha: float = ALPHA,
+    family_size: int | None = None,
 ) -> Comparison:
     """Paired comparison of arm `b` against arm `a` of `runs` (B − A), one test per group.
 
@@ -321,6 +328,9 @@ def compare_arms(
         Coverage of the Student-t intervals.
     alpha : float
         Family-wise level of the Holm-adjusted verdict.
+    family_size : int, optional
+        The number of comparisons in the family where some have no runs yet (`holm`'s
+        `family_size`: each absent one counts as p = 1). Default: the groups present.
 
     Returns
     -------
@@ -410,13 +420,13 @@ def compare_arms(
             block_rows.append({**group_values, "block": k, "n": len(d), "mean": bm, "sd": bsd,
                                "lo": blo, "hi": bhi, "excludes_zero": bool(blo > 0 or bhi < 0)})
     result = pd.DataFrame(tests)
-    result["p_holm"] = holm(result["p_exact"])
-    result["p_t_holm"] = holm(result["p_t"])
+    result["p_holm"] = holm(result["p_exact"], family_size)
+    result["p_t_holm"] = holm(result["p_t"], family_size)
     result["verdict"] = [verdict(m, p, alpha) for m, p in zip(result["mean"], result["p_holm"])]
     result = result[[*groups, *TEST_COLUMNS]]
     settings = {"axis": axis, "a": a, "b": b, "metric": metric, "groups": groups, "seed": seed,
                 "block": block, "blocks": blocks, "match": match, "scale": scale,
-                "confidence": confidence, "alpha": alpha}
+                "confidence": confidence, "alpha": alpha, "family_size": family_size or len(result)}
     return Comparison(tests=result,
                       per_seed=pd.DataFrame(seeds_rows, columns=[*groups, *PER_SEED_COLUMNS]),
                       per_block=pd.DataFrame(block_rows, columns=[*groups, *PER_BLOCK_COLUMNS]),
@@ -481,6 +491,77 @@ def primary_analysis(runs: pd.DataFrame, metric: str = "best_val_test") -> Compa
                         scale=100.0)
 
 
+
+# The secondary family of docs/results/analysis-plan.md: LipschitzNorm inside the residual's
+# and DropEdge's own protocols, one pair per (protocol, dataset), Holm over all 6.
+SECONDARY_PROTOCOLS = ("snr", "dropedge-authors", "dropedge-decorr")
+SECONDARY_DATASETS = ("cora", "citeseer")
+SECONDARY_GROUPS = ("protocol", "dataset")
+# The published folder of each part of the family -> its protocol and the value of the
+# setting its protocol sweeps (SNR's learning rate; None: no sweep). The presets of the
+# same names (config/presets/) write them.
+SECONDARY_SOURCES = {
+    "dropedge-secondary-authors": ("dropedge-authors", None),
+    "dropedge-secondary-decorr": ("dropedge-decorr", None),
+    "snr-secondary-lr0.01": ("snr", 0.01),
+    "snr-secondary-lr0.001": ("snr", 0.001),
+}
+# SNR's code fixes its own depth grid (amendment 1); the DropEdge pairs take the 14.
+SNR_DEPTHS = (2, 4, 6, 8, 10, 15, 20, 30)
+
+
+def secondary_depths(protocol: str) -> tuple[int, ...]:
+    """The fixed depths of a secondary pair: SNR_DEPTHS under SNR's protocol (its skip wraps
+    every layer, so no depth is the plain network), PRIMARY_DEPTHS under DropEdge's."""
+    return SNR_DEPTHS if protocol == "snr" else PRIMARY_DEPTHS
+
+
+def select_by_validation(runs: pd.DataFrame, setting: str, keys: Sequence[str],
+                         validation: str = "best_val_val") -> pd.DataFrame:
+    """The runs at the value of `setting` whose mean `validation` over seeds is highest,
+    per combination of `keys` (the smaller value on a tie): the analysis plan's rule for a
+    swept setting, which never reads the test set. Rows whose `setting` is NaN (a
+    protocol that sweeps nothing) are kept as they are."""
+    _check_columns(runs, {"setting": [setting], "keys": list(keys), "validation": [validation]})
+    swept = runs[setting].notna()
+    means = runs[swept].groupby([*keys, setting], dropna=False)[validation].mean().reset_index()
+    # Highest mean first, then the smaller value: the first row per key is the choice.
+    means = means.sort_values([*keys, validation, setting], ascending=[True] * len(keys) + [False, True])
+    chosen = means.drop_duplicates(list(keys))[[*keys, setting]]
+    kept = runs[swept].merge(chosen, on=[*keys, setting], how="inner")
+    return pd.concat([runs[~swept], kept], ignore_index=True)
+
+
+def secondary_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One runs table of the secondary family from the published runs tables of its parts,
+    keyed by folder name (SECONDARY_SOURCES): each row gets its `protocol` and `lr` (the
+    swept learning rate, NaN where none is swept), then SNR's learning rate is chosen by
+    validation per (dataset, depth, arm) (`select_by_validation`)."""
+    unknown = [name for name in tables if name not in SECONDARY_SOURCES]
+    if unknown:
+        raise ValueError(f"secondary analysis: unknown part(s) {', '.join(map(repr, unknown))}; "
+                         f"allowed: {', '.join(SECONDARY_SOURCES)}")
+    if not tables:
+        raise ValueError(f"secondary analysis: no runs table given; its parts: {', '.join(SECONDARY_SOURCES)}")
+    frames = []
+    for name, runs in tables.items():
+        protocol, lr = SECONDARY_SOURCES[name]
+        frames.append(runs.assign(protocol=protocol, lr=np.nan if lr is None else lr))
+    runs = pd.concat(frames, ignore_index=True)
+    return select_by_validation(runs, "lr", ["protocol", "dataset", "depth", "attention_norm"])
+
+
+def secondary_analysis(tables: Mapping[str, pd.DataFrame], metric: str = "best_val_test") -> Comparison:
+    """The secondary analysis of docs/results/analysis-plan.md: GAT-Lip − GAT per (protocol,
+    dataset) of the runs of `secondary_runs(tables)`, percentage points, per seed the mean
+    over `secondary_depths`, exact sign-flip test, t-interval, Holm over the family's 6
+    pairs, a pair not yet run counting as p = 1 (`holm`'s `family_size`)."""
+    runs = secondary_runs(tables)
+    return compare_arms(runs, "attention_norm", "none", "lip", metric, groups=SECONDARY_GROUPS,
+                        seed="seed", block="depth", blocks=lambda g: secondary_depths(g["protocol"]),
+                        scale=100.0, family_size=len(SECONDARY_PROTOCOLS) * len(SECONDARY_DATASETS))
+
+
 # --- the report of a comparison ------------------------------------------------------------
 
 REPORT_FILES = ("tests.csv", "per_seed.csv", "per_block.csv", "comparison.tex", "comparison.md",
@@ -508,6 +589,9 @@ def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), c
     chance = comparison.chance()
     settings = comparison.settings
     default_title = f"{settings['b']} against {settings['a']} ({settings['axis']})"
+    family = settings.get("family_size") or len(comparison.tests)
+    absent = family - len(comparison.tests)
+    untested = f" ({absent} of them not yet run, each counted at p = 1)" if absent else ""
     lines = [
         f"# {title or default_title}", "",
         f"Written by `{command or 'lipnorm.results.compare.write_report'}`"
@@ -515,7 +599,7 @@ def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), c
         f"Outcome `{settings['metric']}` × {settings['scale']:g}; per seed the mean over `{settings['block']}` of "
         f"B − A; exact sign-flip test per comparison (smallest attainable p: "
         f"{', '.join(sorted({f'{p:.2g}' for p in comparison.tests['min_p']}))}), Holm over the "
-        f"{len(comparison.tests)} at {settings['alpha']:g}; {round(100 * settings['confidence'])} % Student-t "
+        f"{family} at {settings['alpha']:g}{untested}; {round(100 * settings['confidence'])} % Student-t "
         "interval of the per-seed means.", "",
         *markdown(text, bold, index=bool(settings['groups'])), "",
         f"Per-`{settings['block']}` intervals (description, not tests): {chance['intervals']}, of which "
