@@ -1,10 +1,13 @@
-"""A new built-in part is one module (issue 51, item 3): a toy dataset dropped into the
-package of lipnorm's own datasets (`lipnorm.datasets`) and a toy experiment dropped
-into `lipnorm.experiments`, each one file written here, are found the way lipnorm's own
-are (`registry.import_parts`) and appear everywhere the registry feeds: the workflow
-schema's enums and experiments, the CLI's help, labels, colours, the plan's sizes,
-`lipnorm.data`'s sources and pinned sums, loading, tables. Each is removed again after
-its test (`registry.unregister`, `experiments.unregister_experiment`).
+"""A new built-in part is one module (issue 51, item 3): a toy architecture dropped into
+the package of lipnorm's own architectures (`lipnorm.architectures`), a toy
+normalisation into `lipnorm.normalisations`, a toy dataset into `lipnorm.datasets` and
+a toy experiment into `lipnorm.experiments`, each one file written here, are found the
+way lipnorm's own are (`registry.import_parts`) and appear everywhere the registry
+feeds: the workflow schema's enums and experiments, model names, the CLI's help,
+labels, colours, the plan's data, the docs' tables, `lipnorm.data`'s sources and pinned
+sums, building and training a model, loading, tables. Each is removed again after its
+test (`registry.unregister`, `experiments.unregister_experiment`). And every module of
+those packages imports no torch, numpy or DGL, imported first in a fresh interpreter.
 
 The files are written to a temporary folder added to the package's `__path__`, so no
 file is written inside `src/lipnorm`.
@@ -14,6 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
+import os
+import pkgutil
+import subprocess
 import sys
 import textwrap
 import zipfile
@@ -23,19 +30,30 @@ import pandas as pd
 import pytest
 import yaml
 
+import lipnorm.architectures
+import lipnorm.architectures.gat
+import lipnorm.architectures.gcn
 import lipnorm.datasets
-from lipnorm import cli, data, experiments, grid, registry
+import lipnorm.normalisations
+import lipnorm.normalisations.dgn
+from lipnorm import cli, data, experiments, grid, plan, registry
 from lipnorm.data import DatasetError
 from lipnorm.data.sources import PINNED_SHA256, SOURCES
 from lipnorm.plan.sizes import dataset_sizes
 from lipnorm.registry.catalogue import catalogue
 from lipnorm.results import aggregate
 from lipnorm.settings.constants import PLANETOID
+from lipnorm.settings.model_config import ModelConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 DATASETS_ENUM = ("grid_experiment", "properties", "grid", "properties", "datasets", "items")
 
+MODELS_ENUM = ("grid_experiment", "properties", "grid", "properties", "models", "items")
+NORMS_ENUM = ("grid_experiment", "properties", "grid", "properties", "norms", "items")
+
+OWN_ARCHITECTURES = ("gat", "gt", "gat-classic", "gcn")
+OWN_NORMS = ("pairnorm", "batchnorm", "dgn")
 OWN_DATASETS = ("cora", "citeseer", "pubmed", "coauthor-cs", "ppi", "ogbn-arxiv", "csbm")
 OWN_EXPERIMENTS = ("depth", "gradients", "alpha", "transformer", "lipschitz", "classic", "diagnose", "remedies")
 
@@ -112,6 +130,49 @@ register_experiment(
 '''
 
 
+TOY_ARCHITECTURE = '''
+"""toy-graph: a built-in architecture in one module, built from an existing layer (DGL's
+GraphConv), imported inside its factory as lipnorm's own are."""
+
+from lipnorm.registry.register import register_architecture
+
+
+def graph_layer(in_feats, out_feats, heads, *, attention_norm, residual, **options):
+    from dgl.nn import GraphConv
+
+    return GraphConv(in_feats, heads * out_feats, allow_zero_in_degree=True)
+
+
+register_architecture(
+    "toy-graph", label="ToyGraph", colour="#345def", layer=graph_layer, attention=False,
+    dropout=(0.5, 0.0), projections=2,
+)
+'''
+
+TOY_NORM = '''
+"""toy-scale: a built-in normalisation in one module (a learnt gain on each feature)."""
+
+from lipnorm.registry.register import register_norm
+
+
+def scale_layer(width, config):
+    import torch
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = torch.nn.Parameter(torch.full((width,), 2.0))
+
+        def forward(self, graph, h):
+            return (h.reshape(h.shape[0], width) * self.gain).reshape(h.shape)
+
+    return Scale()
+
+
+register_norm("toy-scale", label="ToyScale", colour="#abc123", lip_colour="#def456", factory=scale_layer)
+'''
+
+
 def drop_module(package, folder: Path, name: str, text: str, monkeypatch) -> tuple[str, ...]:
     """Write `text` as module `name` of `package` (in `folder`, added to its `__path__`)
     and discover the package's modules as lipnorm does; return what was imported."""
@@ -120,6 +181,24 @@ def drop_module(package, folder: Path, name: str, text: str, monkeypatch) -> tup
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
     importlib.invalidate_caches()
     return registry.import_parts(package.__name__)
+
+
+@pytest.fixture
+def toy_architecture(tmp_path, monkeypatch):
+    imported = drop_module(
+        lipnorm.architectures, tmp_path / "architectures", "toy_graph", TOY_ARCHITECTURE, monkeypatch
+    )
+    yield imported
+    registry.unregister("architecture", "toy-graph")
+    sys.modules.pop("lipnorm.architectures.toy_graph", None)
+
+
+@pytest.fixture
+def toy_norm(tmp_path, monkeypatch):
+    imported = drop_module(lipnorm.normalisations, tmp_path / "normalisations", "toy_scale", TOY_NORM, monkeypatch)
+    yield imported
+    registry.unregister("norm", "toy-scale")
+    sys.modules.pop("lipnorm.normalisations.toy_scale", None)
 
 
 @pytest.fixture
@@ -156,6 +235,166 @@ def help_text(capsys, monkeypatch, *args) -> str:
     with pytest.raises(SystemExit):
         cli.main([*args, "--help"])
     return " ".join(capsys.readouterr().out.split())
+
+
+def schema_enum(path: tuple[str, ...]) -> list[str]:
+    node = grid.schema_with_registry(yaml.safe_load(SCHEMA.read_text()))["$defs"]
+    for key in path:
+        node = node[key]
+    return node["enum"]
+
+
+def tiny_graph():
+    """A ring of 5 nodes, both directions and a self-loop each, and 3 features a node."""
+    import dgl
+    import torch
+
+    ring = dgl.graph(([0, 1, 2, 3, 4], [1, 2, 3, 4, 0]), num_nodes=5)
+    return dgl.add_self_loop(dgl.to_bidirected(ring)), torch.eye(5)[:, :3] + 0.5
+
+
+def test_lipnorms_own_architectures_and_normalisations_are_found_in_their_order():
+    assert registry.import_parts("lipnorm.architectures") == tuple(
+        f"lipnorm.architectures.{module}" for module in ("gat", "gt", "gat_classic", "gcn")
+    )
+    assert registry.import_parts("lipnorm.normalisations") == tuple(
+        f"lipnorm.normalisations.{module}" for module in ("pairnorm", "batchnorm", "dgn")
+    )
+    assert registry.architecture_names() == OWN_ARCHITECTURES
+    assert registry.norm_names() == ("none", *OWN_NORMS)
+    # Each registers its module's own factory and checks.
+    assert registry.architecture("gcn").layer is lipnorm.architectures.gcn.gcn_layer
+    assert registry.architecture("gat").seed_batch_check is lipnorm.architectures.gat.literature_gat_seed_batch_check
+    assert registry.norm("dgn").factory is lipnorm.normalisations.dgn.dgn_layer
+    assert [registry.colour("architecture", name) for name in OWN_ARCHITECTURES] == [
+        "#0173b2", "#cc78bc", "#949494", "#000000"
+    ]
+    assert [(registry.colour("norm", name), registry.model_colour(f"gat-lip-{name}")) for name in OWN_NORMS] == [
+        ("#029e73", "#d55e00"), ("#56b4e9", "#0072b2"), ("#fbafe4", "#cc79a7")
+    ]
+
+
+def package_modules() -> list[str]:
+    return [
+        f"{package.__name__}.{info.name}"
+        for package in (lipnorm.architectures, lipnorm.normalisations, lipnorm.datasets)
+        for info in pkgutil.iter_modules(package.__path__)
+    ]
+
+
+@pytest.mark.parametrize("module", package_modules())
+def test_each_built_in_module_imported_first_imports_no_torch_and_registers_every_part(module):
+    """Imported first in a fresh interpreter (so also free of import cycles): the registry
+    it imports registers every built-in part, and nothing loads torch, numpy or DGL."""
+    code = (
+        f"import sys, json, {module}; from lipnorm import registry; "
+        "print(json.dumps([sorted({'torch', 'dgl', 'numpy'} & set(sys.modules)), registry.architecture_names(), "
+        "registry.norm_names(), registry.dataset_names()]))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(done.stdout) == [[], list(OWN_ARCHITECTURES), ["none", *OWN_NORMS], list(OWN_DATASETS)]
+
+
+def test_an_architecture_and_a_normalisation_dropped_into_their_packages_are_everywhere(
+    toy_architecture, toy_norm, capsys, monkeypatch
+):
+    assert toy_architecture[-1] == "lipnorm.architectures.toy_graph"
+    assert toy_norm[-1] == "lipnorm.normalisations.toy_scale"
+    assert registry.architecture_names() == (*OWN_ARCHITECTURES, "toy-graph")
+    assert registry.norm_names() == ("none", *OWN_NORMS, "toy-scale")
+    # Model names: composed with lipnorm's own where the capabilities allow.
+    names = registry.model_names()
+    assert names[-5:] == ("toy-graph", "toy-graph-pairnorm", "toy-graph-batchnorm", "toy-graph-dgn",
+                          "toy-graph-toy-scale")
+    assert {"gat-toy-scale", "gat-lip-toy-scale", "gcn-toy-scale"} <= set(names)
+    assert not {"toy-graph-lip", "gt-toy-scale", "gat-classic-toy-scale"} & set(names)
+    assert registry.parse_model("gat-lip-toy-scale") == ("gat", "lip", "toy-scale")
+    # Labels and colours.
+    assert registry.label("architecture", "toy-graph") == aggregate.label("architecture", "toy-graph") == "ToyGraph"
+    assert registry.label("norm", "toy-scale") == "ToyScale"
+    assert registry.label("model", "toy-graph-toy-scale") == "ToyGraph+ToyScale"
+    assert registry.label("model", "gat-lip-toy-scale") == "GAT-Lip+ToyScale"
+    assert registry.palette("architecture")["toy-graph"] == registry.model_colour("toy-graph") == "#345def"
+    assert registry.palette("norm")["toy-scale"] == registry.model_colour("toy-graph-toy-scale") == "#abc123"
+    assert registry.palette("model")["gat-lip-toy-scale"] == "#def456"
+    figure = registry.figure_palette(["gat-toy-scale", "toy-graph-toy-scale", "toy-graph"])
+    assert figure["gat-toy-scale"] == "#abc123" and figure["toy-graph"] == "#345def"
+    assert figure["toy-graph-toy-scale"] not in ("#abc123", "#345def")  # a spare: its own is taken
+    # The workflow schema's enums.
+    assert schema_enum(MODELS_ENUM) == list(names)
+    assert schema_enum(NORMS_ENUM) == ["none", *OWN_NORMS, "toy-scale"]
+    # The CLI's help.
+    train_help = help_text(capsys, monkeypatch, "train")
+    assert f"{', '.join(names)} (or a plugin's)" in train_help
+    assert f"{', '.join(OWN_ARCHITECTURES)}, toy-graph (or a plugin's)" in train_help
+    assert f"none, {', '.join(OWN_NORMS)}, toy-scale (or a plugin's)" in train_help
+    # The plan's data: the projections a layer computes.
+    assert plan.projections_of("toy-graph-toy-scale") == 2 and plan.projections_of("gat-toy-scale") == 1
+    row = {"nodes": 6, "edges": 18, "features": 3, "classes": 2, "depth": 2, "heads": 2, "hidden": 3,
+           "checkpoint": False, "model": "toy-graph"}
+    assert plan.shape_of(row).projections == 2
+    # The docs' tables (docs/models.md, lipnorm.registry.catalogue).
+    architectures = catalogue("architectures")
+    assert (
+        "| `toy-graph` | ToyGraph | `lipnorm.architectures.toy_graph:graph_layer` | no | yes | 0.5 / 0 | yes | yes "
+        "| no | `toy-graph`, `toy-graph-pairnorm`, `toy-graph-batchnorm`, `toy-graph-dgn`, `toy-graph-toy-scale` |"
+    ) in architectures
+    assert "`gat-toy-scale`, `gat-lip-toy-scale` |" in architectures
+    assert "| `toy-scale` | ToyScale | `lipnorm.normalisations.toy_scale:scale_layer` |" in catalogue("norms")
+    # GAT's seed batch has no form of it: the torch-free check says so.
+    config = ModelConfig(model="gat-toy-scale", in_feats=3, num_classes=2, recipe="dgn").resolved()
+    assert lipnorm.architectures.gat.literature_gat_seed_batch_check(config) == (
+        "its normalisation 'toy-scale' has no seed-batched form"
+    )
+
+
+@pytest.mark.parametrize("model", ["toy-graph-toy-scale", "toy-graph", "gat-lip-toy-scale", "gcn-toy-scale"])
+def test_a_dropped_architecture_and_normalisation_build_models_that_run(toy_architecture, toy_norm, model):
+    import torch
+    from dgl.nn import GraphConv
+
+    from lipnorm.nn.models.build import build_model
+
+    torch.manual_seed(0)
+    net = build_model(ModelConfig(model=model, in_feats=3, num_classes=4, depth=2, heads=2, hidden=3)).eval()
+    graph, feat = tiny_graph()
+    logits = net(graph, feat)
+    assert logits.shape == (5, 4) and torch.isfinite(logits).all()
+    architecture, _, norm = registry.parse_model(model)
+    if architecture == "toy-graph":
+        assert [type(layer) for layer in net.layers] == [GraphConv, GraphConv]
+        assert [layer.weight.shape for layer in net.layers] == [(6, 6), (6, 6)]  # width heads * hidden
+    norms = getattr(net, "norms", None)
+    if norm == "toy-scale":
+        assert [type(module).__name__ for module in norms] == ["Scale", "Scale"]
+        assert all(torch.equal(module.gain, torch.full((6,), 2.0)) for module in norms)
+    else:
+        assert net.norm_attribute is None
+
+
+def test_a_dropped_architecture_and_normalisation_train_through_lipnorm_train(toy_architecture, toy_norm, tmp_path):
+    out = tmp_path / "run"
+    assert cli.main([
+        "train", "--dataset", "csbm", "--csbm", "nodes=30,classes=2,feature_dim=4", "--model", "toy-graph-toy-scale",
+        "--depth", "2", "--heads", "2", "--hidden", "3", "--epochs", "2", "--out", str(out),
+    ]) == 0
+    config = json.loads((out / "summary.json").read_text())["config"]
+    assert (config["model"], config["architecture"], config["norm"], config["feat_drop"]) == (
+        "toy-graph-toy-scale", "toy-graph", "toy-scale", 0.5
+    )
+
+
+def test_a_dropped_architecture_and_normalisation_are_gone_after_unregister(tmp_path, monkeypatch):
+    drop_module(lipnorm.architectures, tmp_path / "architectures", "toy_graph", TOY_ARCHITECTURE, monkeypatch)
+    drop_module(lipnorm.normalisations, tmp_path / "normalisations", "toy_scale", TOY_NORM, monkeypatch)
+    registry.unregister("norm", "toy-scale")
+    registry.unregister("architecture", "toy-graph")
+    sys.modules.pop("lipnorm.architectures.toy_graph")
+    sys.modules.pop("lipnorm.normalisations.toy_scale")
+    assert registry.architecture_names() == OWN_ARCHITECTURES
+    assert registry.norm_names() == ("none", *OWN_NORMS)
+    assert not any("toy" in name for name in registry.model_names())
 
 
 def test_lipnorms_own_datasets_and_experiments_are_found_in_their_order():

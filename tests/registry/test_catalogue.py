@@ -44,7 +44,7 @@ def test_rows_say_what_the_registry_holds():
     gt = rows(catalogue("architectures"))["gt"]
     assert gt[2:] == ["`lipnorm.nn.models.deep:DeepGT.from_config`", "yes", "no", "0.5 / 0.3", "yes", "yes", "no",
                       "`gt`, `gt-lip`"]
-    assert rows(catalogue("norms"))["dgn"] == ["`dgn`", "DGN", "`lipnorm.nn.norm.dgn:dgn_layer`"]
+    assert rows(catalogue("norms"))["dgn"] == ["`dgn`", "DGN", "`lipnorm.normalisations.dgn:dgn_layer`"]
 
 
 def test_a_plugins_entries_are_listed_while_registered():

@@ -705,7 +705,7 @@ def test_a_plugin_file_registers_once(tmp_path):
     plugin.write_text(
         "from lipnorm.registry import register_norm\n"
         "register_norm('test-plugin-norm', label='P', colour='#000001', lip_colour='#000002',\n"
-        "              factory='lipnorm.nn.norm.pairnorm:pairnorm_layer')\n"
+        "              factory='lipnorm.normalisations.pairnorm:pairnorm_layer')\n"
     )
     try:
         module = registry.load_plugin(str(plugin))

@@ -12,11 +12,17 @@ By concept: `entries` (what an entry is, its capability flags, the tables, looku
 architecture, an attention normalisation and a representation normalisation composed as
 `<architecture>[-lip][-<norm>]`: `compose_model`, `parse_model`, `model_parts`,
 `model_names`), `labels` (labels and colours), `plugins` (`load_plugin`, `load_plugins`, `loaded_plugins`, `plugins_relative_to`),
-`builtin` (lipnorm's own entries). This face is what users and plugins import. None of it imports torch, numpy or
-another lipnorm module by an import statement: names, labels and colours are plain data, the factories are
-`"module:attribute"` strings (or callables, for plugins) resolved when a model is built, and
-lipnorm's own datasets are found by name in `lipnorm.datasets` (`import_parts`), whose modules
-import nothing but this registry at import.
+`catalogue` (the entries as the docs' tables). This face is what users and plugins import.
+None of it imports torch, numpy or another lipnorm module by an import statement: names,
+labels and colours are plain data, the factories are callables that import torch inside
+their bodies or `"module:attribute"` strings, resolved when a model is built.
+
+lipnorm's own entries are registered here, on first import, by the packages that define
+them, each found by name (`import_parts`): the architectures of `lipnorm.architectures`,
+the representation normalisations of `lipnorm.normalisations`, the datasets of
+`lipnorm.datasets` (one module each, or a family; each package's `ORDER` first, the
+order of tables, palettes and schema enums), whose modules import nothing but this
+registry at import. `BUILTIN_DATASETS` names lipnorm's own datasets.
 """
 
 from lipnorm.registry.entries import (
@@ -31,8 +37,14 @@ from lipnorm.registry.labels import (
 )
 from lipnorm.registry.plugins import import_parts, load_plugin, load_plugins, loaded_plugins, plugins_relative_to
 from lipnorm.registry.register import register_architecture, register_dataset, register_norm, unregister
-from lipnorm.registry import builtin  # noqa: E402  lipnorm's own entries, registered once
-from lipnorm.registry.builtin import BUILTIN_DATASETS  # noqa: E402
+
+# lipnorm's own entries, registered once, each in the module that defines it: the
+# architectures, then the normalisations, then the datasets.
+import_parts("lipnorm.architectures")
+import_parts("lipnorm.normalisations")
+import_parts("lipnorm.datasets")
+# lipnorm's own datasets (`lipnorm.data.DATASETS`): those registered so far, before any plugin.
+BUILTIN_DATASETS = tuple(DATASETS)
 
 __all__ = [
     "ARCHITECTURES", "ATTENTION_NORMS", "BUILTIN_DATASETS", "DATASET_OPTIONS", "DATASETS", "NAME_PATTERN", "NO_NORM",

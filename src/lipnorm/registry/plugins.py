@@ -1,9 +1,10 @@
 """Plugins: a Python file or an importable module that registers its own entries
 (`lipnorm.registry.register_*`, `lipnorm.experiments.register_experiment`) when imported;
 `lipnorm train --plugin`, the other commands' `--plugin` and the workflow's `plugins:`
-load them (`load_plugins`) before anything reads the registry. lipnorm's own parts that
-need no torch at import are found the same way, as the modules of a package
-(`import_parts`: `lipnorm.datasets`, `lipnorm.experiments`), so that a new one is one
+load them (`load_plugins`) before anything reads the registry. lipnorm's own parts
+are found the same way, as the modules of a package (`import_parts`:
+`lipnorm.architectures`, `lipnorm.normalisations`, `lipnorm.datasets`,
+`lipnorm.experiments`), each importing no torch at import, so that a new one is one
 module and no list names it.
 """
 

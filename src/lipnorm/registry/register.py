@@ -2,7 +2,8 @@
 an entry (its name, its factories, its capability flags) and add it to the tables of
 `lipnorm.registry.entries`, refusing one whose name would make a model name of the
 grammar (`lipnorm.registry.grammar`) mean two models; `unregister` removes one (tests).
-lipnorm's own entries are registered so (`lipnorm.registry.builtin`), and a plugin's.
+lipnorm's own entries are registered so, each in its module (`lipnorm.architectures`,
+`lipnorm.normalisations`, `lipnorm.datasets`), and a plugin's.
 """
 
 from __future__ import annotations

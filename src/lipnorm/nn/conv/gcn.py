@@ -37,7 +37,7 @@ from torch import nn
 
 from lipnorm.nn.conv.base import reject_zero_in_degree, reset_residual, residual_projection
 
-__all__ = ["GCNLayer", "DEGREE_NORMS", "gcn_layer"]
+__all__ = ["GCNLayer", "DEGREE_NORMS"]
 
 DEGREE_NORMS = ("both", "right", "left", "none")
 
@@ -133,10 +133,3 @@ class GCNLayer(GraphConv):
         if get_attention:
             return rst, None
         return rst
-
-
-def gcn_layer(in_feats: int, out_feats: int, heads: int, *, attention_norm: str, residual: bool, **options) -> GCNLayer:
-    """The registered layer factory of `gcn` (`lipnorm.registry`): one `GCNLayer` of width
-    `heads * out_feats`; the attention options (`alpha`, `variant`, `attn_drop`) have
-    nothing to act on, and `attention_norm` is "none" (the architecture has no lip variant)."""
-    return GCNLayer(in_feats, out_feats, heads, norm=attention_norm, residual=residual)

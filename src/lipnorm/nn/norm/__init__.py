@@ -2,6 +2,8 @@
 `batchnorm` (BatchNorm), `dgn` (DiffGroupNorm); and here how a model gets them
 (`add_norms`: the registered factory's modules, `lipnorm.registry`, one per layer) and
 finds them again (`representation_norms`). Users import PairNorm from `lipnorm.nn`.
+The normalisations are registered, with their factories, in `lipnorm.normalisations`
+(one module each, importing its class from here inside the factory).
 
 "norm" in lipnorm's settings and here is this, a representation normalisation; the
 choice of LipschitzNorm on the attention scores is `attention_norm` (`GATConv`'s `norm`,

@@ -21,7 +21,7 @@ import dgl
 import torch
 from torch import nn
 
-__all__ = ["BatchNorm", "batchnorm_layer", "node_rows"]
+__all__ = ["BatchNorm", "node_rows"]
 
 
 def check_positive_int(name: str, value: int) -> None:
@@ -70,9 +70,3 @@ class BatchNorm(nn.Module):
     def forward(self, graph: dgl.DGLGraph | None, h: torch.Tensor) -> torch.Tensor:
         """`h` `(N, width)` or `(N, H, D)` -> the same shape; `graph` is not used."""
         return self.bn(node_rows(h, self.width, "BatchNorm")).reshape(h.shape)
-
-
-def batchnorm_layer(width: int, config) -> BatchNorm:
-    """The registered factory of `batchnorm` (`lipnorm.registry`): `BatchNorm(width)`
-    with the model's `batchnorm_momentum` (torch's 0.1, the "dgn" recipe's 0.3)."""
-    return BatchNorm(width, momentum=config.batchnorm_momentum)

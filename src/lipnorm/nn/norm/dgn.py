@@ -30,7 +30,7 @@ from lipnorm import kernels
 from lipnorm.nn.norm.batchnorm import check_batchnorm_options, check_positive_int, node_rows
 from lipnorm.settings.model_config import DGN_SKIP_WEIGHT
 
-__all__ = ["DiffGroupNorm", "dgn_layer", "group_assignment", "dgn_output"]
+__all__ = ["DiffGroupNorm", "group_assignment", "dgn_output"]
 
 
 class DiffGroupNorm(nn.Module):
@@ -137,12 +137,3 @@ def _update_running_stats(bn: nn.BatchNorm1d, mean: torch.Tensor, var: torch.Ten
         unbiased = var * (nodes / (nodes - 1)) if nodes > 1 else var
         bn.running_mean.mul_(1 - momentum).add_(mean.reshape(-1).to(bn.running_mean.dtype), alpha=momentum)
         bn.running_var.mul_(1 - momentum).add_(unbiased.reshape(-1).to(bn.running_var.dtype), alpha=momentum)
-
-
-
-def dgn_layer(width: int, config) -> DiffGroupNorm:
-    """The registered factory of `dgn`: `DiffGroupNorm(width)` with G = 10 and lambda =
-    the model's `dgn_skip_weight` (`DGN_SKIP_WEIGHT` by default, the authors' value for
-    GAT with missing features on Cora and CiteSeer; the "dgn" recipe's is theirs per
-    dataset, `lipnorm.settings.recipes.dgn_skip_weight`)."""
-    return DiffGroupNorm(width, skip_weight=config.dgn_skip_weight)

@@ -75,9 +75,3 @@ class PairNorm(nn.Module):
         else:
             out = self.scale * rows / (EPS + rows.pow(2).sum(dim=1, keepdim=True)).sqrt() - mean
         return out.reshape(x.shape)
-
-
-def pairnorm_layer(width: int, config) -> PairNorm:
-    """The registered factory of `pairnorm` (`lipnorm.registry`): PairNorm of the model's
-    `pairnorm_mode` and `pairnorm_scale`."""
-    return PairNorm(config.pairnorm_mode, config.pairnorm_scale)
