@@ -924,3 +924,16 @@ def test_a_config_of_experiments_alone_takes_results_resources_and_data_by_defau
     done = dry_run(tmp_path, config)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"--out results/depth/runs/csbm/gat/L2/a1/r0/s0\b", done.stdout), done.stdout
+
+
+@pytest.mark.parametrize("old, new", sorted(registry.entries.MOVED_FACTORIES.items()))
+def test_a_moved_factory_named_by_its_old_string_warns_naming_its_new_place(old, new):
+    import importlib
+
+    module_name, _, attribute = new.partition(":")
+    moved = getattr(importlib.import_module(module_name), attribute)
+    with pytest.warns(DeprecationWarning, match=f"factory '{old}' has moved: name '{new}'"):
+        assert registry.resolve(old) is moved
+    # the old place holds it no more: only the registry's string is kept working
+    old_module, _, _ = old.partition(":")
+    assert not hasattr(importlib.import_module(old_module), attribute)

@@ -242,10 +242,26 @@ def dataset_names() -> tuple[str, ...]:
 
 
 
+# Factories of lipnorm's own parts that moved, by their old "module:attribute" string (a
+# plugin's registration may name one): each moved into the module that registers its part.
+MOVED_FACTORIES = {
+    "lipnorm.nn.conv.gcn:gcn_layer": "lipnorm.architectures.gcn:gcn_layer",
+    "lipnorm.nn.norm.pairnorm:pairnorm_layer": "lipnorm.normalisations.pairnorm:pairnorm_layer",
+    "lipnorm.nn.norm.batchnorm:batchnorm_layer": "lipnorm.normalisations.batchnorm:batchnorm_layer",
+    "lipnorm.nn.norm.dgn:dgn_layer": "lipnorm.normalisations.dgn:dgn_layer",
+}
+
+
 def resolve(factory: Factory) -> Callable[..., Any]:
-    """A factory itself, or the attribute a `"module:attribute"` string names (imported now)."""
+    """A factory itself, or the attribute a `"module:attribute"` string names (imported now).
+    An old string of `MOVED_FACTORIES` gives the factory at its new place and warns
+    (`DeprecationWarning`) naming it."""
     if callable(factory):
         return factory
+    if factory in MOVED_FACTORIES:
+        warnings.warn(f"factory {factory!r} has moved: name {MOVED_FACTORIES[factory]!r}", DeprecationWarning,
+                      stacklevel=2)
+        factory = MOVED_FACTORIES[factory]
     module_name, _, attribute = factory.partition(":")
     target: Any = importlib.import_module(module_name)
     for part in attribute.split("."):
