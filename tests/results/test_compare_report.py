@@ -83,6 +83,14 @@ def test_figure_marks_every_comparison_and_every_seed():
     assert any(list(line.get_xdata()) == [0, 0] for line in ax.lines)  # the zero line
     assert ax.get_xlabel() == "b − a (points)"
     assert "95 % Student-t interval" in fig._suptitle.get_text()
+    assert fig._suptitle.get_text().endswith("Holm over 2")
+    plt.close(fig)
+
+
+def test_figure_says_how_many_of_the_family_have_not_run():
+    comparison = compare_arms(toy_runs(), "arm", "a", "b", "acc", groups=["group"], family_size=6)
+    fig = comparison_figure(comparison)
+    assert fig._suptitle.get_text().endswith("Holm over 6 (4 not yet run)")
     plt.close(fig)
 
 

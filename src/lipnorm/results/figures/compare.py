@@ -44,9 +44,11 @@ def comparison_figure(comparison: Comparison, unit: str = "") -> Figure:
     ax.set_xlabel(f"{settings['b']} − {settings['a']}" + (f" ({unit})" if unit else ""))
     confidence = round(100 * settings["confidence"])
     n_seeds = sorted(set(tests["n_seeds"]))
+    family = settings.get("family_size") or rows
+    untested = f" ({family - rows} not yet run)" if family > rows else ""
     fig.suptitle(
         f"dots: per-seed means over {settings['block']} ({'/'.join(map(str, n_seeds))} seeds); "
-        f"bars: their mean, {confidence} % Student-t interval; p: exact sign-flip, Holm over {rows}",
+        f"bars: their mean, {confidence} % Student-t interval; p: exact sign-flip, Holm over {family}{untested}",
         fontsize=6,
     )
     return fig
