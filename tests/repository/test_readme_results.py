@@ -122,3 +122,16 @@ def test_primary_row_is_the_published_report():
     for _, pair in passed.iterrows():
         assert f"{pair['mean']:+.1f}".replace("-", "−") in text
     assert f"{int((tests['n_seeds'] == 10).sum())} with 10 seeds" in text
+
+
+def test_secondary_row_is_the_published_report():
+    from lipnorm.results.compare import SECONDARY_DATASETS, SECONDARY_PROTOCOLS
+
+    tests = pd.read_csv(RESULTS / "secondary" / "tests.csv")
+    text = row("LipschitzNorm inside DropEdge's and the residual's own protocols")
+    family = len(SECONDARY_PROTOCOLS) * len(SECONDARY_DATASETS)
+    passed = tests[tests["verdict"] != "no measurable effect"]
+    assert f"{len(tests)} of {family} run" in text and f"helps in {len(passed)} of {family}" in text
+    for _, pair in tests.iterrows():
+        interval = f"{pair['mean']:+.1f} [{pair['lo']:+.1f}, {pair['hi']:+.1f}]".replace("-", "−")
+        assert interval in text, (pair["protocol"], pair["dataset"])
