@@ -7,12 +7,9 @@ that is a thin function (`gcn`'s `gcn_layer`), its torch-free checks (`gat`'s
 stay in `lipnorm.nn`, a library of layers as DGL's `dgl.nn` is, imported inside the
 factory's body or named by a `"module:attribute"` string (`DeepGAT.from_config`).
 
-`lipnorm.registry` imports every module here by name when it is first imported
-(`lipnorm.registry.import_parts`): `ORDER` first (the order of lipnorm's tables,
-palettes and the workflow schema's enums), then any other module by name. A new
-architecture is a new module; nothing else names it. At import a module here imports
-`lipnorm.registry` alone: `import lipnorm.registry`, the CLI's start and the workflow's
-parse load no torch, numpy or DGL.
+Found by name (`lipnorm.registry.import_parts`, which says in what order): a new
+architecture is a new module, named nowhere else. At import a module here imports
+`lipnorm.registry` alone, so that the CLI's start and the workflow's parse load no torch.
 """
 
 # The modules of lipnorm's own architectures, in the order their architectures are listed.

@@ -103,7 +103,6 @@ def _compare(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"runs table {str(path)!r} does not exist")
         frames.append(pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path))
-    runs = pd.concat(frames, ignore_index=True)
     if args.secondary:
         tables = {}
         for path, frame in zip(map(Path, args.runs), frames):
@@ -116,8 +115,9 @@ def _compare(args: argparse.Namespace) -> int:
             tables[part] = frame
         comparison = secondary_analysis(tables, metric=args.metric)
     elif args.primary:
-        comparison = primary_analysis(runs, metric=args.metric)
+        comparison = primary_analysis(pd.concat(frames, ignore_index=True), metric=args.metric)
     else:
+        runs = pd.concat(frames, ignore_index=True)
         missing = [flag for flag, value in (("--axis", args.axis), ("--a", args.arm_a), ("--b", args.arm_b)) if not value]
         if missing:
             raise UsageError(f"give {', '.join(missing)} (or --primary, or --secondary)")

@@ -5,12 +5,9 @@ and its factory `factory(width, config) -> nn.Module`, a thin settings -> module
 function that imports its class from `lipnorm.nn.norm` (the library of normalisation
 layers, which imports torch) inside its body.
 
-`lipnorm.registry` imports every module here by name when it is first imported
-(`lipnorm.registry.import_parts`): `ORDER` first (the order of lipnorm's tables,
-palettes and the workflow schema's enums), then any other module by name. A new
-normalisation is a new module; nothing else names it. At import a module here imports
-`lipnorm.registry` alone: `import lipnorm.registry`, the CLI's start and the workflow's
-parse load no torch, numpy or DGL.
+Found by name (`lipnorm.registry.import_parts`, which says in what order): a new
+normalisation is a new module, named nowhere else. At import a module here imports
+`lipnorm.registry` alone, so that the CLI's start and the workflow's parse load no torch.
 """
 
 # The modules of lipnorm's own normalisations, in the order their normalisations are listed.

@@ -589,7 +589,7 @@ def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), c
     chance = comparison.chance()
     settings = comparison.settings
     default_title = f"{settings['b']} against {settings['a']} ({settings['axis']})"
-    family = settings.get("family_size") or len(comparison.tests)
+    family = settings["family_size"]
     absent = family - len(comparison.tests)
     untested = f" ({absent} of them not yet run, each counted at p = 1)" if absent else ""
     lines = [

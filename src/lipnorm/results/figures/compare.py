@@ -44,7 +44,7 @@ def comparison_figure(comparison: Comparison, unit: str = "") -> Figure:
     ax.set_xlabel(f"{settings['b']} − {settings['a']}" + (f" ({unit})" if unit else ""))
     confidence = round(100 * settings["confidence"])
     n_seeds = sorted(set(tests["n_seeds"]))
-    family = settings.get("family_size") or rows
+    family = settings["family_size"]
     untested = f" ({family - rows} not yet run)" if family > rows else ""
     fig.suptitle(
         f"dots: per-seed means over {settings['block']} ({'/'.join(map(str, n_seeds))} seeds); "
