@@ -131,6 +131,8 @@ def _compare(args: argparse.Namespace) -> int:
         print(comparison.tests.to_string(index=False))
     chance = comparison.chance()
     print("per-block intervals (description, not a test): " + ", ".join(f"{key} {value}" for key, value in chance.items()))
+    for pair, what in comparison.settings.get("held_back", {}).items():
+        print(f"held back, its sweep not complete (counted as not yet run): {pair}: {what}")
     if args.out:
         with atomic_path(args.out) as tmp:
             comparison.tests.to_csv(tmp, index=False)

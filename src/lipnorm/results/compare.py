@@ -532,11 +532,10 @@ def select_by_validation(runs: pd.DataFrame, setting: str, keys: Sequence[str],
     return pd.concat([runs[~swept], kept], ignore_index=True)
 
 
-def secondary_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """One runs table of the secondary family from the published runs tables of its parts,
-    keyed by folder name (SECONDARY_SOURCES): each row gets its `protocol` and `lr` (the
-    swept learning rate, NaN where none is swept), then SNR's learning rate is chosen by
-    validation per (dataset, depth, arm) (`select_by_validation`)."""
+def secondary_parts(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One runs table from the published runs tables of the secondary family's parts, keyed
+    by folder name (SECONDARY_SOURCES): each row gets its `protocol` and `lr` (the swept
+    learning rate, NaN where none is swept)."""
     unknown = [name for name in tables if name not in SECONDARY_SOURCES]
     if unknown:
         raise ValueError(f"secondary analysis: unknown part(s) {', '.join(map(repr, unknown))}; "
@@ -547,19 +546,73 @@ def secondary_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     for name, runs in tables.items():
         protocol, lr = SECONDARY_SOURCES[name]
         frames.append(runs.assign(protocol=protocol, lr=np.nan if lr is None else lr))
-    runs = pd.concat(frames, ignore_index=True)
-    return select_by_validation(runs, "lr", ["protocol", "dataset", "depth", "attention_norm"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def incomplete_sweeps(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The (protocol, dataset) pairs of a swept protocol whose sweep is not complete in
+    `runs` (a `secondary_parts` table), each with what it lacks: every learning rate of the
+    protocol's parts (SECONDARY_SOURCES), at every fixed depth (`secondary_depths`), needs
+    both arms with the pair's every seed. A choice by validation among the rates present
+    would otherwise be a choice among fewer rates than the plan's."""
+    held = {}
+    for (protocol, dataset), pair in runs[runs["lr"].notna()].groupby(["protocol", "dataset"], sort=True):
+        seeds = set(pair["seed"])
+        lacking = []
+        for lr in sorted(lr for p, lr in SECONDARY_SOURCES.values() if p == protocol):
+            at_rate = pair[pair["lr"] == lr]
+            if at_rate.empty:
+                lacking.append(f"lr {lr:g}: no runs")
+                continue
+            depths = [depth for depth in secondary_depths(protocol)
+                      if any(set(at_rate.loc[(at_rate["depth"] == depth) & (at_rate["attention_norm"] == arm), "seed"])
+                             != seeds for arm in ("none", "lip"))]
+            if depths:
+                lacking.append(f"lr {lr:g}: depth(s) {', '.join(map(str, depths))} without both arms at "
+                               f"all {len(seeds)} seeds")
+        if lacking:
+            held[(protocol, dataset)] = "; ".join(lacking)
+    return held
+
+
+def secondary_runs(tables: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, dict[tuple[str, str], str]]:
+    """The runs of the secondary family's complete pairs, and the pairs held back.
+
+    The parts' tables are joined (`secondary_parts`); a pair whose learning-rate sweep is
+    not complete (`incomplete_sweeps`) is held back, so it counts as not yet run; in the
+    others SNR's learning rate is chosen by validation per (dataset, depth, arm)
+    (`select_by_validation`).
+
+    Returns
+    -------
+    (pandas.DataFrame, dict)
+        The runs, with `protocol` and `lr` columns; (protocol, dataset) -> what its sweep
+        lacks, for each pair held back.
+    """
+    runs = secondary_parts(tables)
+    held = incomplete_sweeps(runs)
+    if held:
+        runs = runs[~pd.Series(list(zip(runs["protocol"], runs["dataset"])), index=runs.index).isin(held)]
+    return select_by_validation(runs, "lr", ["protocol", "dataset", "depth", "attention_norm"]), held
 
 
 def secondary_analysis(tables: Mapping[str, pd.DataFrame], metric: str = "best_val_test") -> Comparison:
     """The secondary analysis of docs/results/analysis-plan.md: GAT-Lip − GAT per (protocol,
     dataset) of the runs of `secondary_runs(tables)`, percentage points, per seed the mean
     over `secondary_depths`, exact sign-flip test, t-interval, Holm over the family's 6
-    pairs, a pair not yet run counting as p = 1 (`holm`'s `family_size`)."""
-    runs = secondary_runs(tables)
-    return compare_arms(runs, "attention_norm", "none", "lip", metric, groups=SECONDARY_GROUPS,
-                        seed="seed", block="depth", blocks=lambda g: secondary_depths(g["protocol"]),
-                        scale=100.0, family_size=len(SECONDARY_PROTOCOLS) * len(SECONDARY_DATASETS))
+    pairs, a pair not yet run or held back counting as p = 1 (`holm`'s `family_size`). The
+    pairs held back are in the comparison's settings (`held_back`: "protocol, dataset" ->
+    what its sweep lacks)."""
+    runs, held = secondary_runs(tables)
+    lacking = {f"{protocol}, {dataset}": what for (protocol, dataset), what in held.items()}
+    if runs.empty:
+        raise ValueError("secondary analysis: no complete pair to test; held back: "
+                         + " | ".join(f"{pair}: {what}" for pair, what in lacking.items()))
+    comparison = compare_arms(runs, "attention_norm", "none", "lip", metric, groups=SECONDARY_GROUPS,
+                              seed="seed", block="depth", blocks=lambda g: secondary_depths(g["protocol"]),
+                              scale=100.0, family_size=len(SECONDARY_PROTOCOLS) * len(SECONDARY_DATASETS))
+    comparison.settings["held_back"] = lacking
+    return comparison
 
 
 # --- the report of a comparison ------------------------------------------------------------
@@ -607,6 +660,10 @@ def write_report(comparison: Comparison, out_dir, sources: Sequence[str] = (), c
         f"{chance['expected']:.1f} would by chance alone.", "",
         "![comparison](comparison.png)",
     ]
+    held = settings.get("held_back", {})
+    if held:
+        lines[-2:-2] = ["Held back until their sweep is complete (counted as not yet run): "
+                        + "; ".join(f"{pair} ({what})" for pair, what in held.items()) + ".", ""]
     with atomic_dir(out) as tmp:
         comparison.tests.to_csv(tmp / "tests.csv", index=False)
         comparison.per_seed.to_csv(tmp / "per_seed.csv", index=False)
